@@ -1,0 +1,189 @@
+"""Algorithmic Core Extraction: extract, validate and identify a layer's task core.
+
+Extract (a balanced truncation, as the ACE paper computes it): with centred activations H_c (N, D)
+and task-output Jacobians J (N, K, D) at the cut, Cov = H_cᵀH_c/(N−1) and Obs = E[JᵀJ]; factor
+Cov = L_c L_cᵀ and Obs = L_o L_oᵀ, take SVD(L_cᵀ L_o) = U Σ Vᵀ; the core of rank r is the orthonormalised
+span of L_c U[:, :r], and σ² are the eigenvalues of Cov·Obs (the squared singular values of H_c Jᵀ,
+suitably scaled). Every function is batched over a leading model dimension M and works in float64.
+
+Validate: keep-only h ↦ μ + QQᵀ(h − μ), remove h ↦ h − QQᵀ(h − μ), flip h ↦ h − 2QQᵀ(h − μ), all
+about the activation mean μ, and accuracy against rank. Identify: fit a linear operator on core
+coordinates and read its eigenvalues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+from torch import Tensor
+
+
+@dataclass
+class Core:
+    """Result of :func:`extract`: basis (M, D, D) (columns ordered by σ), sigma (M, D), mean (M, D)."""
+
+    basis: Tensor
+    sigma: Tensor
+    mean: Tensor
+
+    def q(self, rank: int | Tensor) -> Tensor:
+        """Return the orthonormal core basis of ``rank`` (M, D, r); a per-model rank pads with zeros."""
+        if isinstance(rank, int):
+            return self.basis[..., :rank]
+        rank = torch.as_tensor(rank, device=self.basis.device)
+        keep = torch.arange(self.basis.shape[-1], device=self.basis.device)[None, :] < rank[:, None]
+        return (self.basis * keep[:, None, :])[..., : int(rank.max())]
+
+    def coordinates(self, h: Tensor, rank: int) -> Tensor:
+        """Return core coordinates z = Qᵀ(h − μ) (M, ..., r) of activations h (M, ..., D)."""
+        return torch.einsum("m...d,mdr->m...r", _centred(h, self.mean), self.q(rank).to(h.dtype))
+
+
+def _centred(h: Tensor, mean: Tensor) -> Tensor:
+    """Return h − μ with μ (M, D) broadcast over the middle dimensions of h (M, ..., D)."""
+    return h - mean.to(h.dtype).view((mean.shape[0],) + (1,) * (h.dim() - 2) + (mean.shape[-1],))
+
+
+def _psd_factor(A: Tensor) -> Tensor:
+    """Return L (M, D, D) with L Lᵀ = A for symmetric positive semi-definite A (M, D, D)."""
+    w, V = torch.linalg.eigh(A)
+    return V * w.clamp_min(0).sqrt()[..., None, :]
+
+
+def output_jacobian(fn: Callable[[Tensor], Tensor], h: Tensor) -> Tensor:
+    """Return J (M, N, K, D): ∂fn(h)[m, n, k] / ∂h[m, n] for an fn acting on each h[m, n] independently."""
+    out, vjp_fn = torch.func.vjp(fn, h)                             # out: (M, N, K)
+    K = out.shape[-1]
+    cotangents = torch.eye(K, dtype=out.dtype, device=out.device)[:, None, None, :].expand(K, *out.shape)
+    (J,) = torch.func.vmap(vjp_fn)(cotangents)                       # (K, M, N, D)
+    return J.permute(1, 2, 0, 3)
+
+
+def observability(fn: Callable[[Tensor], Tensor], h: Tensor, chunk: int = 4096) -> Tensor:
+    """Return Obs = E_n[J_nᵀ J_n] (M, D, D) in float64 for the outputs fn(h) (M, N, K) of h (M, N, D)."""
+    M, N, D = h.shape
+    obs = torch.zeros(M, D, D, dtype=torch.float64, device=h.device)
+    with torch.no_grad():  # torch.func.vjp still differentiates fn; parameters get no graph
+        for start in range(0, N, chunk):
+            J = output_jacobian(fn, h[:, start:start + chunk].detach()).double()    # (M, n, K, D)
+            obs += torch.einsum("mnkd,mnke->mde", J, J)
+    return obs / N
+
+
+def centred_logits(readout: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """Return h ↦ readout(h) minus its mean over classes: the logits modulo softmax's shift invariance."""
+    def fn(h: Tensor) -> Tensor:
+        logits = readout(h)
+        return logits - logits.mean(dim=-1, keepdim=True)
+    return fn
+
+
+def extract(h: Tensor, obs: Tensor) -> Core:
+    """Return the ACE core of activations h (M, N, D) under the observability Gram obs (M, D, D)."""
+    if h.dim() != 3 or obs.shape != (h.shape[0], h.shape[2], h.shape[2]):
+        raise ValueError(f"h must be (M, N, D) and obs (M, D, D), got {tuple(h.shape)} and {tuple(obs.shape)}")
+    h64, obs = h.detach().double(), obs.detach()
+    mean = h64.mean(dim=1)
+    hc = h64 - mean[:, None, :]
+    cov = hc.transpose(1, 2) @ hc / (h.shape[1] - 1)
+    L_c, L_o = _psd_factor(cov), _psd_factor(obs.double())
+    U, sigma, _ = torch.linalg.svd(L_c.transpose(1, 2) @ L_o)
+    basis, R = torch.linalg.qr(L_c @ U)
+    basis = basis * torch.sign(torch.diagonal(R, dim1=1, dim2=2)).masked_fill(
+        torch.diagonal(R, dim1=1, dim2=2) == 0, 1.0)[:, None, :]
+    return Core(basis=basis, sigma=sigma, mean=mean)
+
+
+def energy_rank(sigma: Tensor, threshold: float = 0.99) -> Tensor:
+    """Return the smallest r (M,) whose top-r σ² hold at least ``threshold`` of the total."""
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    energy = sigma.double() ** 2
+    frac = energy.cumsum(-1) / energy.sum(-1, keepdim=True)
+    return (frac < threshold - 1e-12).sum(-1) + 1
+
+
+def keep_only(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
+    """Return μ + QQᵀ(h − μ) for h (M, ..., D), q (M, D, r), mean (M, D)."""
+    return h - _remove_part(h, q, mean)
+
+
+def _project(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
+    """Return QQᵀ(h − μ) (M, ..., D)."""
+    q = q.to(h.dtype)
+    z = torch.einsum("m...d,mdr->m...r", _centred(h, mean), q)
+    return torch.einsum("m...r,mdr->m...d", z, q)
+
+
+def _remove_part(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
+    """Return (I − QQᵀ)(h − μ) (M, ..., D)."""
+    return _centred(h, mean) - _project(h, q, mean)
+
+
+def remove(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
+    """Return h − QQᵀ(h − μ): the core coordinates replaced by their mean."""
+    return h - _project(h, q, mean)
+
+
+def flip(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
+    """Return h − 2QQᵀ(h − μ): the core coordinates reflected about their mean."""
+    return h - 2 * _project(h, q, mean)
+
+
+def ablation_curves(core: Core, h: Tensor, accuracy: Callable[[Tensor], Tensor],
+                    ranks: list[int]) -> tuple[Tensor, Tensor]:
+    """Return keep-only and remove accuracies (M, R) of ``accuracy(h')`` (M,) at each rank in ``ranks``."""
+    keep, rem = [], []
+    for r in ranks:
+        q = core.q(r)
+        keep.append(accuracy(keep_only(h, q, core.mean)))
+        rem.append(accuracy(remove(h, q, core.mean)))
+    return torch.stack(keep, 1), torch.stack(rem, 1)
+
+
+def sufficient_rank(keep_acc: Tensor, base_acc: Tensor, ranks: list[int], tol: float = 1e-3) -> Tensor:
+    """Return the smallest rank (M,) whose keep-only accuracy is within ``tol`` of the model's."""
+    ok = keep_acc >= base_acc[:, None] - tol
+    return _first_rank(ok, ranks)
+
+
+def necessary_rank(remove_acc: Tensor, floor: float, ranks: list[int]) -> Tensor:
+    """Return the smallest rank (M,) whose removal brings accuracy to ``floor`` or below."""
+    return _first_rank(remove_acc <= floor, ranks)
+
+
+def _first_rank(ok: Tensor, ranks: list[int]) -> Tensor:
+    """Return ranks[first True] per row of ok (M, R); −1 where no rank qualifies."""
+    r = torch.tensor(ranks, device=ok.device)
+    first = torch.where(ok.any(1), ok.float().argmax(1), torch.full_like(ok[:, 0], -1, dtype=torch.long))
+    return torch.where(first >= 0, r[first.clamp_min(0)], first)
+
+
+def fit_transition_operator(z_now: Tensor, z_next: Tensor) -> Tensor:
+    """Return A (M, r, r) minimising ‖z_next − z_now Aᵀ‖ for centred coordinates z (M, N, r)."""
+    sol = torch.linalg.lstsq(z_now.double(), z_next.double()).solution   # z_now X ≈ z_next, X = Aᵀ
+    return sol.transpose(1, 2)
+
+
+def fit_shift_operator(class_means: Tensor) -> Tensor:
+    """Return A (M, r, r) with m_c A ≈ m_{c+1 mod C} for per-class mean core vectors (M, C, r)."""
+    nxt = torch.roll(class_means, shifts=-1, dims=1)
+    return torch.linalg.lstsq(class_means.double(), nxt.double()).solution
+
+
+def eigenvalue_error(fitted: np.ndarray, reference: np.ndarray) -> float:
+    """Return the largest distance between optimally matched fitted and reference eigenvalues.
+
+    Unmatched eigenvalues (when the counts differ) count as error ∞ so a wrong rank never passes.
+    """
+    fitted, reference = np.asarray(fitted), np.asarray(reference)
+    if fitted.size == 0 or reference.size == 0:
+        return 0.0 if fitted.size == reference.size else float("inf")
+    cost = np.abs(fitted[:, None] - reference[None, :])
+    rows, cols = linear_sum_assignment(cost)
+    if len(rows) < max(len(fitted), len(reference)):
+        return float("inf")
+    return float(cost[rows, cols].max())

@@ -1,0 +1,142 @@
+"""Headline figures of a notebook: paper value, measured value, target and verdict.
+
+A notebook creates one :class:`Claims`, adds every headline figure it measures, shows the table at
+the end of the page and writes ``NAME.metrics.json``::
+
+    {"notebook", "parameters", "runtime_s", "claims": [{"id", "paper", "measured", "target", "pass"}]}
+
+A failing claim never raises: it is shown as failing, with the measured value.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Environment variable naming the metrics file; ``corekit run`` sets it for the executed notebook.
+METRICS_ENV = "COREKIT_METRICS"
+
+
+def to_jsonable(value: Any) -> Any:
+    """Return ``value`` with numpy / torch scalars and arrays turned into plain Python objects."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, complex):
+        return [value.real, value.imag]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _fmt(value: Any) -> str:
+    """Return a short human-readable rendering of a measured or paper value."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+    return str(value)
+
+
+@dataclass
+class Claim:
+    """One headline figure; ``passed`` is None for a figure that is reported, not tested."""
+
+    id: str
+    measured: Any
+    target: str
+    passed: bool | None
+    paper: Any = None
+
+    def as_dict(self) -> dict:
+        """Return the claim as the metrics-file record."""
+        return {"id": self.id, "paper": to_jsonable(self.paper), "measured": to_jsonable(self.measured),
+                "target": self.target, "pass": self.passed}
+
+
+class ClaimsTable:
+    """Rich display of a list of claims (HTML in a notebook, Markdown as text)."""
+
+    def __init__(self, claims: list[Claim]):
+        self.claims = claims
+
+    @staticmethod
+    def _verdict(passed: bool | None) -> str:
+        return {True: "pass", False: "FAIL", None: "reported"}[passed]
+
+    def _repr_html_(self) -> str:
+        colours = {True: "#1a7f37", False: "#cf222e", None: "#57606a"}
+        rows = "".join(
+            f"<tr><td><code>{html.escape(c.id)}</code></td><td>{html.escape(_fmt(to_jsonable(c.paper)))}</td>"
+            f"<td>{html.escape(_fmt(to_jsonable(c.measured)))}</td><td>{html.escape(c.target)}</td>"
+            f"<td style='color:{colours[c.passed]};font-weight:bold'>{self._verdict(c.passed)}</td></tr>"
+            for c in self.claims)
+        return ("<table class='corekit-claims'><thead><tr><th>claim</th><th>paper</th><th>measured</th>"
+                f"<th>target</th><th>verdict</th></tr></thead><tbody>{rows}</tbody></table>")
+
+    def _repr_markdown_(self) -> str:
+        lines = ["| claim | paper | measured | target | verdict |", "|---|---|---|---|---|"]
+        lines += [f"| `{c.id}` | {_fmt(to_jsonable(c.paper))} | {_fmt(to_jsonable(c.measured))} | {c.target} "
+                  f"| {self._verdict(c.passed)} |" for c in self.claims]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self._repr_markdown_()
+
+
+class Claims:
+    """Collects a notebook's claims and writes them to its metrics file."""
+
+    def __init__(self, notebook: str, parameters: dict):
+        self.notebook = notebook
+        self.parameters = to_jsonable(parameters)
+        self.claims: list[Claim] = []
+        self._start = time.perf_counter()
+
+    def add(self, id: str, measured: Any, *, target: str, passed: bool | None = None, paper: Any = None) -> Claim:
+        """Return the recorded claim ``id``; ``passed=None`` marks a figure that is reported only."""
+        if any(c.id == id for c in self.claims):
+            raise ValueError(f"claim id {id!r} is recorded twice in {self.notebook}")
+        claim = Claim(id=id, measured=measured, target=target,
+                      passed=None if passed is None else bool(passed), paper=paper)
+        self.claims.append(claim)
+        return claim
+
+    def __getitem__(self, id: str) -> Claim:
+        for claim in self.claims:
+            if claim.id == id:
+                return claim
+        raise KeyError(f"no claim {id!r}; recorded: {[c.id for c in self.claims]}")
+
+    def table(self) -> ClaimsTable:
+        """Return the claims as a table that renders in the notebook and the book."""
+        return ClaimsTable(self.claims)
+
+    def as_dict(self) -> dict:
+        """Return the metrics-file content."""
+        return {"notebook": self.notebook, "parameters": self.parameters,
+                "runtime_s": round(time.perf_counter() - self._start, 3),
+                "claims": [c.as_dict() for c in self.claims]}
+
+    def write(self, path: str | os.PathLike | None = None) -> Path:
+        """Return the path of the written metrics file (``$COREKIT_METRICS`` or ``NAME.metrics.json``)."""
+        path = Path(path or os.environ.get(METRICS_ENV) or f"{self.notebook}.metrics.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+        return path

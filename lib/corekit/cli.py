@@ -1,0 +1,529 @@
+"""The ``corekit`` command: execute the book's notebooks through papermill and build the book.
+
+    corekit run NOTEBOOK|all [--profile quick|paper] [-p NAME VALUE]... [--out DIR]
+    corekit book [--profile quick|paper] [--out DIR] [--executed DIR]
+    corekit list
+
+A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
+``notebooks/NN_name.ipynb``. ``run`` writes ``DIR/NAME.ipynb`` (executed), ``DIR/NAME.metrics.json``
+(the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``) and ``DIR/figures/NAME/``.
+``book`` reuses executed notebooks whose ``source_hash`` still matches and builds static HTML.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import copy
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from corekit.claims import METRICS_ENV
+
+#: Environment variable naming the book's root folder (holding ``_toc.yml`` and ``notebooks/``).
+ROOT_ENV = "COREKIT_ROOT"
+#: Environment variable naming the folder where the executed notebook saves its figures.
+FIGURES_ENV = "COREKIT_FIGURES"
+PROFILES = ("quick", "paper")
+KERNEL = "python3"
+NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
+SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
+
+
+class CorekitError(Exception):
+    """A bad request (unknown name, missing file): printed as one message, exit status 2."""
+
+    exit_code = 2
+
+
+class ExecutionFailed(CorekitError):
+    """A notebook that raised or wrote no metrics: exit status 1."""
+
+    exit_code = 1
+
+
+# --------------------------------------------------------------------------------------------
+# The book's root and its notebooks
+
+
+def _is_root(folder: Path) -> bool:
+    """Return whether ``folder`` looks like the book's root."""
+    return (folder / "_toc.yml").is_file() and (folder / "notebooks").is_dir()
+
+
+def find_root(start: Path | None = None) -> Path:
+    """Return the book's root: ``$COREKIT_ROOT``, else the nearest folder above ``start`` with a book."""
+    if os.environ.get(ROOT_ENV):
+        root = Path(os.environ[ROOT_ENV]).expanduser().resolve()
+        if not _is_root(root):
+            raise CorekitError(f"{ROOT_ENV}={root} is not a book root: it needs _toc.yml and notebooks/")
+        return root
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if _is_root(folder):
+            return folder
+    installed = Path(__file__).resolve().parents[2]  # lib/corekit/cli.py in an editable install
+    if _is_root(installed):
+        return installed
+    raise CorekitError(f"no book root (a folder with _toc.yml and notebooks/) at or above {start}; "
+                       f"run inside the repository or set {ROOT_ENV}")
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """One notebook: ``notebooks/NAME.py`` (the source) paired with ``notebooks/NAME.ipynb``."""
+
+    root: Path
+    name: str
+
+    @property
+    def folder(self) -> Path:
+        return self.root / "notebooks"
+
+    @property
+    def py(self) -> Path:
+        return self.folder / f"{self.name}.py"
+
+    @property
+    def ipynb(self) -> Path:
+        return self.folder / f"{self.name}.ipynb"
+
+    @property
+    def paper_profile(self) -> Path:
+        return self.folder / "params" / "paper" / f"{self.name}.yaml"
+
+
+def notebook_names(root: Path) -> list[str]:
+    """Return the names of the book's notebooks (``notebooks/NN_name.py``) in order."""
+    return sorted(p.stem for p in (root / "notebooks").glob("*.py") if NOTEBOOK_NAME.fullmatch(p.stem))
+
+
+def get_notebook(root: Path, name: str) -> Notebook:
+    """Return the notebook called ``name`` (its .py or .ipynb file name or path also works)."""
+    stem = Path(name).stem if name.endswith((".py", ".ipynb")) else Path(name).name
+    names = notebook_names(root)
+    if stem not in names:
+        valid = ", ".join(names) or "(none: notebooks/ holds no NN_name.py)"
+        raise CorekitError(f"unknown notebook {name!r}; valid notebooks: {valid}, or 'all'")
+    return Notebook(root, stem)
+
+
+def toc_files(root: Path) -> list[str]:
+    """Return every page of ``_toc.yml`` (root first) in reading order, without file suffix."""
+    files: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            files.extend(node[key] for key in ("root", "file") if isinstance(node.get(key), str))
+            node = list(node.values())
+        if isinstance(node, list):
+            for child in node:
+                if isinstance(child, (dict, list)):
+                    walk(child)
+
+    walk(yaml.safe_load((root / "_toc.yml").read_text()))
+    return [re.sub(r"\.(md|ipynb|py|rst)$", "", f) for f in files]
+
+
+def toc_notebooks(root: Path) -> list[str]:
+    """Return the notebooks listed in ``_toc.yml``, in order; each must have its ``.py``."""
+    names = [f.split("/", 1)[1] for f in toc_files(root) if f.startswith("notebooks/")]
+    missing = [n for n in names if not Notebook(root, n).py.is_file()]
+    if missing:
+        raise CorekitError(f"_toc.yml lists {', '.join('notebooks/' + n for n in missing)} but no such .py "
+                           f"exists; notebooks present: {', '.join(notebook_names(root)) or '(none)'}")
+    return names
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A notebook parameter: its name, its default (source text) and the comment beside it."""
+
+    name: str
+    default: str
+    help: str = ""
+
+
+def parameters_cell(py: Path) -> str | None:
+    """Return the source of the first code cell tagged ``parameters`` in a py:percent notebook."""
+    import jupytext
+
+    for cell in jupytext.read(py).cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            return cell.source
+    return None
+
+
+def parse_parameters(source: str) -> dict[str, Parameter]:
+    """Return the parameters assigned in a parameters cell, with defaults and trailing comments."""
+    lines = source.splitlines()
+    params = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        rest = lines[node.end_lineno - 1][node.end_col_offset:].strip()
+        comment = rest[1:].strip() if rest.startswith("#") else ""
+        default = " ".join(ast.get_source_segment(source, node.value).split())
+        params.update({t.id: Parameter(t.id, default, comment) for t in targets if isinstance(t, ast.Name)})
+    return params
+
+
+def read_parameters(nb: Notebook) -> dict[str, Parameter]:
+    """Return the parameters the notebook declares (empty when it has no parameters cell)."""
+    source = parameters_cell(nb.py)
+    return parse_parameters(source) if source is not None else {}
+
+
+def parse_value(name: str, text: str) -> Any:
+    """Return the ``-p NAME VALUE`` value parsed as YAML (lists, numbers, bools; '1e-3' is a float)."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise CorekitError(f"-p {name}: cannot parse {text!r} as YAML ({err.problem})") from err
+    if isinstance(value, str) and SCIENTIFIC.fullmatch(value):
+        return float(value)
+    return value
+
+
+def check_names(nb: Notebook, values: dict, origin: str) -> None:
+    """Raise unless every name in ``values`` is a parameter of ``nb``; ``origin`` says where they came from."""
+    declared = read_parameters(nb)
+    unknown = [name for name in values if name not in declared]
+    if unknown:
+        valid = ", ".join(declared) or "(none: the notebook has no cell tagged 'parameters')"
+        raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} for {nb.name} (from {origin}); "
+                           f"valid parameters: {valid}")
+
+
+def profile_parameters(nb: Notebook, profile: str) -> dict:
+    """Return what the profile sets: nothing for quick (the defaults), the YAML file for paper."""
+    if profile not in PROFILES:
+        raise CorekitError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    if profile == "quick":
+        return {}
+    path = nb.paper_profile
+    if not path.is_file():
+        having = [n for n in notebook_names(nb.root) if Notebook(nb.root, n).paper_profile.is_file()]
+        raise CorekitError(f"no paper profile for {nb.name}: {path.relative_to(nb.root)} does not exist; "
+                           f"notebooks with a paper profile: {', '.join(having) or '(none)'}")
+    values = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise CorekitError(f"{path} must hold a mapping of NAME: VALUE, got a {type(values).__name__}")
+    check_names(nb, values, str(path.relative_to(nb.root)))
+    return values
+
+
+def effective_parameters(nb: Notebook, profile: str, overrides: dict) -> dict:
+    """Return the profile's parameters updated by the ``-p`` overrides, all names checked."""
+    check_names(nb, overrides, "-p")
+    return {**profile_parameters(nb, profile), **overrides}
+
+
+# --------------------------------------------------------------------------------------------
+# Execution
+
+
+def library_dir(root: Path) -> Path:
+    """Return the folder of the library the notebooks import: ``lib/corekit`` or this package."""
+    return root / "lib" / "corekit" if (root / "lib" / "corekit").is_dir() else Path(__file__).resolve().parent
+
+
+def source_hash(nb: Notebook, params: dict) -> str:
+    """Return the sha256 (hex) over the notebook's .py, the library's modules and the parameters."""
+    library = library_dir(nb.root)
+    digest = hashlib.sha256()
+    for path in [nb.py, *sorted(library.rglob("*.py"))]:
+        digest.update(f"{path.name}\0".encode() + path.read_bytes() + b"\0")
+    digest.update(json.dumps(params, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def executable_ipynb(nb: Notebook) -> Iterator[Path]:
+    """Yield an .ipynb for papermill: the paired file if current, else a fresh conversion of the .py."""
+    if nb.ipynb.is_file() and nb.ipynb.stat().st_mtime >= nb.py.stat().st_mtime:
+        yield nb.ipynb
+        return
+    import jupytext
+
+    with tempfile.TemporaryDirectory(prefix="corekit-") as tmp:
+        path = Path(tmp) / f"{nb.name}.ipynb"
+        jupytext.write(jupytext.read(nb.py), path)
+        yield path
+
+
+def run_papermill(nb: Notebook, params: dict, executed: Path) -> None:
+    """Execute ``nb`` with ``params`` into ``executed``, in the notebooks folder, with a progress bar."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    with executable_ipynb(nb) as source:
+        try:
+            papermill.execute_notebook(str(source), str(executed), parameters=params, kernel_name=KERNEL,
+                                       language="python", cwd=str(nb.folder), progress_bar=True)
+        except PapermillExecutionError as err:
+            raise ExecutionFailed(f"{nb.name} failed in cell In [{err.exec_count}]:{err}"
+                                  f"partially executed notebook: {executed}") from err
+
+
+def finish_metrics(nb: Notebook, path: Path, profile: str, params: dict, runtime_s: float) -> dict:
+    """Return the notebook's metrics with runtime_s, profile and source_hash added, written back."""
+    if not path.is_file():
+        raise ExecutionFailed(f"{nb.name} ran but wrote no metrics file {path}; end the notebook with "
+                              "corekit.claims.Claims(...).write()")
+    metrics = json.loads(path.read_text())
+    metrics.update(runtime_s=round(runtime_s, 3), profile=profile, source_hash=source_hash(nb, params))
+    path.write_text(json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def execute(nb: Notebook, profile: str, params: dict, out: Path) -> dict:
+    """Return the metrics of ``nb`` executed into ``out`` (NAME.ipynb, NAME.metrics.json, figures/NAME)."""
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    executed, metrics_path = out / f"{nb.name}.ipynb", out / f"{nb.name}.metrics.json"
+    metrics_path.unlink(missing_ok=True)
+    shown = " ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) or "notebook defaults"
+    print(f"executing {nb.name} on the {profile} profile ({shown}) -> {executed}", flush=True)
+    start = time.perf_counter()
+    with environ(**{METRICS_ENV: str(metrics_path), FIGURES_ENV: str(out / "figures" / nb.name)}):
+        run_papermill(nb, params, executed)
+    return finish_metrics(nb, metrics_path, profile, params, time.perf_counter() - start)
+
+
+def _short(value: Any, width: int = 48) -> str:
+    """Return ``value`` as compact JSON, cut to ``width`` characters."""
+    text = json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary(metrics: dict) -> str:
+    """Return one line per claim (id, measured, verdict) under a line with the notebook and runtime."""
+    claims = metrics.get("claims", [])
+    lines = [f"{metrics.get('notebook')}: {len(claims)} claims, runtime {metrics['runtime_s']:.1f} s "
+             f"({metrics.get('profile')} profile)"]
+    ids = [c["id"] for c in claims]
+    measured = [_short(c.get("measured")) for c in claims]
+    id_width, value_width = (max(map(len, column), default=0) for column in (ids, measured))
+    lines += [f"  {i:<{id_width}}  {m:<{value_width}}  {VERDICTS.get(c.get('pass'), '?')}"
+              for i, m, c in zip(ids, measured, claims)]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+
+
+def parse_overrides(pairs: list[list[str]]) -> dict:
+    """Return the ``-p NAME VALUE`` pairs as a dict of parsed values (a later pair wins)."""
+    return {name: parse_value(name, text) for name, text in pairs}
+
+
+def default_dir(root: Path, kind: str, profile: str) -> Path:
+    """Return ``_build/KIND/PROFILE`` under the root."""
+    return root / "_build" / kind / profile
+
+
+def run_all(root: Path, profile: str, overrides: dict, out: Path) -> int:
+    """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed."""
+    names = notebook_names(root)
+    if not names:
+        raise CorekitError(f"no notebooks to run: {root / 'notebooks'} holds no NN_name.py")
+    declared = {name: read_parameters(Notebook(root, name)) for name in names}
+    unknown = [k for k in overrides if not any(k in params for params in declared.values())]
+    if unknown:
+        valid = sorted({p for params in declared.values() for p in params})
+        raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} (from -p): no notebook declares "
+                           f"it; valid parameters: {', '.join(valid) or '(none)'}")
+    failed = []
+    for name in names:
+        nb = Notebook(root, name)
+        mine = {k: v for k, v in overrides.items() if k in declared[name]}
+        try:
+            print(summary(execute(nb, profile, effective_parameters(nb, profile, mine), out)), flush=True)
+        except CorekitError as err:
+            print(f"corekit: error: {err}", file=sys.stderr, flush=True)
+            failed.append(name)
+    if failed:
+        print(f"corekit: {len(failed)} of {len(names)} notebooks failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``corekit run``: execute one notebook (or all) and print its claims."""
+    root = find_root()
+    overrides = parse_overrides(args.parameter)
+    out = (args.out or default_dir(root, "executed", args.profile)).resolve()
+    if args.notebook == "all":
+        return run_all(root, args.profile, overrides, out)
+    nb = get_notebook(root, args.notebook)
+    metrics = execute(nb, args.profile, effective_parameters(nb, args.profile, overrides), out)
+    print(summary(metrics))
+    return 0
+
+
+def is_current(nb: Notebook, profile: str, params: dict, executed_dir: Path) -> bool:
+    """Return whether ``executed_dir`` holds ``nb`` executed from the current sources and parameters."""
+    metrics_path = executed_dir / f"{nb.name}.metrics.json"
+    if not (metrics_path.is_file() and (executed_dir / f"{nb.name}.ipynb").is_file()):
+        return False
+    metrics = json.loads(metrics_path.read_text())
+    return metrics.get("profile") == profile and metrics.get("source_hash") == source_hash(nb, params)
+
+
+def ensure_executed(nb: Notebook, profile: str, executed_dir: Path) -> None:
+    """Execute ``nb`` into ``executed_dir`` unless a copy executed from the current sources is there."""
+    params = effective_parameters(nb, profile, {})
+    if is_current(nb, profile, params, executed_dir):
+        print(f"{nb.name}: reusing {executed_dir / nb.name}.ipynb (sources and parameters unchanged)")
+        return
+    print(summary(execute(nb, profile, params, executed_dir)), flush=True)
+
+
+def staged_config(config: dict) -> dict:
+    """Return the root ``_config.yml`` for building from executed notebooks: no execution, no .py."""
+    config = copy.deepcopy(config)
+    config.setdefault("execute", {})["execute_notebooks"] = "off"
+    config["exclude_patterns"] = [p for p in config.get("exclude_patterns", [])
+                                  if not fnmatch.fnmatch("notebooks/00_any.ipynb", p)]
+    ((config.get("sphinx") or {}).get("config") or {}).pop("nb_custom_formats", None)
+    return config
+
+
+def stage_book(root: Path, executed_dir: Path, names: list[str], stage: Path) -> Path:
+    """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks."""
+    if stage.exists():
+        shutil.rmtree(stage)
+    (stage / "notebooks").mkdir(parents=True)
+    shutil.copy2(root / "_toc.yml", stage / "_toc.yml")
+    if (root / "book").is_dir():
+        shutil.copytree(root / "book", stage / "book")
+    for name in names:
+        shutil.copy2(executed_dir / f"{name}.ipynb", stage / "notebooks" / f"{name}.ipynb")
+    config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
+    (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    return stage
+
+
+def jupyter_book_command() -> str:
+    """Return the ``jupyter-book`` executable beside this Python, else the one on PATH."""
+    found = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    if not found:
+        raise CorekitError("jupyter-book is not installed; pip install -e '.[book]'")
+    return found
+
+
+def build_html(stage: Path, out: Path) -> Path:
+    """Return the HTML folder that ``jupyter-book build`` wrote for ``stage``; warnings are errors."""
+    command = [jupyter_book_command(), "build", str(stage), "--path-output", str(out),
+               "-W", "-n", "--keep-going", "--all"]
+    print("$ " + " ".join(command), flush=True)
+    code = subprocess.run(command).returncode
+    if code:
+        raise ExecutionFailed(f"jupyter-book build failed with exit status {code} (warnings are errors: -W)")
+    return out / "_build" / "html"
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    """``corekit book``: execute what is stale, stage the sources and build the static HTML."""
+    root = find_root()
+    executed_dir = (args.executed or default_dir(root, "executed", args.profile)).resolve()
+    out = (args.out or default_dir(root, "book", args.profile)).resolve()
+    names = toc_notebooks(root)
+    for name in names:
+        ensure_executed(Notebook(root, name), args.profile, executed_dir)
+    html = build_html(stage_book(root, executed_dir, names, out / "source"), out)
+    print(f"book: {html} (open {html / 'index.html'})")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``corekit list``: every notebook with its parameters and their defaults."""
+    root = find_root()
+    in_toc = set(f.split("/", 1)[1] for f in toc_files(root) if f.startswith("notebooks/"))
+    for name in notebook_names(root):
+        nb = Notebook(root, name)
+        notes = ["paper profile" if nb.paper_profile.is_file() else "no paper profile",
+                 "in _toc.yml" if name in in_toc else "not in _toc.yml"]
+        print(f"{name}  ({', '.join(notes)})")
+        params = read_parameters(nb)
+        width = max((len(p) for p in params), default=0)
+        for p in params.values():
+            print(f"    {p.name:<{width}} = {p.default}" + (f"  # {p.help}" if p.help else ""))
+    return 0
+
+
+def _add_profile(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--profile`` option."""
+    parser.add_argument("--profile", choices=PROFILES, default="quick",
+                        help="quick: the notebook's defaults (CPU, minutes); paper: notebooks/params/paper/NAME.yaml")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``corekit`` command."""
+    parser = argparse.ArgumentParser(prog="corekit", description="Execute the corekit book's notebooks and build it.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="execute a notebook (or all) through papermill")
+    run.add_argument("notebook", metavar="NOTEBOOK|all", help="a notebook name such as 01_markov_cores, or all")
+    _add_profile(run)
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="override a parameter; VALUE is YAML, e.g. -p seeds '[0, 1]' (overrides the profile)")
+    run.add_argument("--out", type=Path, metavar="DIR", help="output folder (default _build/executed/PROFILE)")
+
+    book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
+    _add_profile(book)
+    book.add_argument("--out", type=Path, metavar="DIR", help="book output folder (default _build/book/PROFILE)")
+    book.add_argument("--executed", type=Path, metavar="DIR",
+                      help="executed notebooks to reuse (default _build/executed/PROFILE)")
+
+    commands.add_parser("list", help="list the notebooks with their parameters and defaults")
+    return parser
+
+
+COMMANDS = {"run": cmd_run, "book": cmd_book, "list": cmd_list}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``corekit`` command line; return its exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CorekitError as err:
+        print(f"corekit: error: {err}", file=sys.stderr)
+        return err.exit_code

@@ -1,0 +1,205 @@
+"""Small transformers, batched over an ensemble: every parameter has a leading model dimension M.
+
+One :class:`BatchedTransformer` holds M independently initialised models (one seed each) and runs
+them together with batched matmuls, so an ensemble trains as one program. Model m's slice of every
+parameter is initialised from ``torch.Generator().manual_seed(seeds[m])``, so an ensemble of seeds
+``[s0, s1]`` holds exactly the models that ensembles ``[s0]`` and ``[s1]`` would.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+_NORMS = ("post", "pre", "none")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Architecture of one model; ``norm`` is "post" (the Markov paper), "pre" or "none"."""
+
+    vocab: int
+    n_ctx: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_mlp: int = 256
+    n_layers: int = 1
+    norm: str = "post"
+    dropout: float = 0.0
+    bias: bool = True
+    n_out: int | None = None  # output vocabulary; defaults to ``vocab``
+
+    def __post_init__(self):
+        for name in ("vocab", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.norm not in _NORMS:
+            raise ValueError(f"norm must be one of {_NORMS}, got {self.norm!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def out_vocab(self) -> int:
+        return self.n_out or self.vocab
+
+    def as_dict(self) -> dict:
+        """Return the configuration as a plain dict."""
+        return asdict(self)
+
+
+def _layer_norm(x: Tensor, gain: Tensor | None, bias: Tensor | None, eps: float = 1e-5) -> Tensor:
+    """Return LayerNorm of x (M, ..., D) with per-model gain / bias (M, D)."""
+    x = F.layer_norm(x, x.shape[-1:], eps=eps)
+    shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
+    if gain is not None:
+        x = x * gain.view(shape)
+    if bias is not None:
+        x = x + bias.view(shape)
+    return x
+
+
+class BatchedTransformer(nn.Module):
+    """M causal transformers with stacked parameters; ``forward`` returns logits (M, B, T, V)."""
+
+    def __init__(self, config: TransformerConfig, seeds: Sequence[int]):
+        super().__init__()
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            raise ValueError("seeds must name at least one model")
+        self.config, self.seeds = config, seeds
+        c, M = config, len(seeds)
+        shapes: dict[str, tuple[tuple[int, ...], str]] = {
+            "W_E": ((c.vocab, c.d_model), "embed"),
+            "W_pos": ((c.n_ctx, c.d_model), "embed"),
+        }
+        for i in range(c.n_layers):
+            shapes |= {
+                f"{i}.W_Q": ((c.n_heads, c.d_model, c.d_head), "fan_in"),
+                f"{i}.W_K": ((c.n_heads, c.d_model, c.d_head), "fan_in"),
+                f"{i}.W_V": ((c.n_heads, c.d_model, c.d_head), "fan_in"),
+                f"{i}.W_O": ((c.n_heads, c.d_head, c.d_model), "fan_in_heads"),
+                f"{i}.W_in": ((c.d_model, c.d_mlp), "fan_in"),
+                f"{i}.W_out": ((c.d_mlp, c.d_model), "fan_in"),
+            }
+            if c.bias:
+                shapes |= {f"{i}.b_O": ((c.d_model,), "zero"), f"{i}.b_in": ((c.d_mlp,), "zero"),
+                           f"{i}.b_out": ((c.d_model,), "zero")}
+            if c.norm != "none":
+                shapes |= {f"{i}.ln1_w": ((c.d_model,), "one"), f"{i}.ln1_b": ((c.d_model,), "zero"),
+                           f"{i}.ln2_w": ((c.d_model,), "one"), f"{i}.ln2_b": ((c.d_model,), "zero")}
+        if c.norm == "pre":
+            shapes |= {"lnf_w": ((c.d_model,), "one"), "lnf_b": ((c.d_model,), "zero")}
+        shapes["W_U"] = ((c.d_model, c.out_vocab), "fan_in")
+        if c.bias:
+            shapes["b_U"] = ((c.out_vocab,), "zero")
+
+        self.params = nn.ParameterDict()
+        for name, (shape, kind) in shapes.items():
+            self.params[name.replace(".", "_")] = nn.Parameter(torch.empty((M,) + shape))
+        for m, seed in enumerate(seeds):
+            gen = torch.Generator().manual_seed(seed)
+            for name, (shape, kind) in shapes.items():
+                self.params[name.replace(".", "_")].data[m] = self._init(shape, kind, gen)
+
+    @staticmethod
+    def _init(shape: tuple[int, ...], kind: str, gen: torch.Generator) -> Tensor:
+        """Return one model's initial value of a parameter of ``shape``."""
+        if kind == "zero":
+            return torch.zeros(shape)
+        if kind == "one":
+            return torch.ones(shape)
+        if kind == "embed":
+            return torch.randn(shape, generator=gen)
+        fan_in = shape[-2] * (shape[0] if kind == "fan_in_heads" else 1)
+        return torch.randn(shape, generator=gen) / math.sqrt(fan_in)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.seeds)
+
+    def p(self, name: str) -> Tensor | None:
+        """Return the stacked parameter ``name`` (e.g. "0.W_Q"), or None if the config has none."""
+        key = name.replace(".", "_")
+        return self.params[key] if key in self.params else None
+
+    def weight_matrices(self) -> Tensor:
+        """Return every model's matrices (embeddings, attention, MLP, unembedding) flattened: (M, P)."""
+        return torch.cat([v.detach().flatten(1) for k, v in self.params.items() if v.dim() >= 3], dim=1)
+
+    def _attention(self, i: int, x: Tensor) -> Tensor:
+        """Return the causal multi-head attention output (M, B, T, D) of layer i."""
+        T = x.shape[-2]
+        q = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_Q"))
+        k = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_K"))
+        v = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_V"))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.config.d_head)   # (M, B, H, T, T)
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        pattern = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
+        pattern = F.dropout(pattern, self.config.dropout, self.training)
+        out = torch.einsum("mbhte,mhed->mbtd", pattern @ v, self.p(f"{i}.W_O"))
+        b_O = self.p(f"{i}.b_O")
+        return out if b_O is None else out + b_O[:, None, None, :]
+
+    def _mlp(self, i: int, x: Tensor) -> Tensor:
+        """Return the ReLU MLP output (M, B, T, D) of layer i."""
+        hidden = torch.einsum("mbtd,mdf->mbtf", x, self.p(f"{i}.W_in"))
+        if self.p(f"{i}.b_in") is not None:
+            hidden = hidden + self.p(f"{i}.b_in")[:, None, None, :]
+        hidden = F.dropout(F.relu(hidden), self.config.dropout, self.training)
+        out = torch.einsum("mbtf,mfd->mbtd", hidden, self.p(f"{i}.W_out"))
+        return out if self.p(f"{i}.b_out") is None else out + self.p(f"{i}.b_out")[:, None, None, :]
+
+    def _block(self, i: int, x: Tensor) -> Tensor:
+        """Return the residual stream (M, B, T, D) after layer i."""
+        drop = lambda y: F.dropout(y, self.config.dropout, self.training)  # noqa: E731
+        ln = lambda y, j: _layer_norm(y, self.p(f"{i}.ln{j}_w"), self.p(f"{i}.ln{j}_b"))  # noqa: E731
+        if self.config.norm == "post":
+            x = ln(x + drop(self._attention(i, x)), 1)
+            return ln(x + drop(self._mlp(i, x)), 2)
+        if self.config.norm == "pre":
+            x = x + drop(self._attention(i, ln(x, 1)))
+            return x + drop(self._mlp(i, ln(x, 2)))
+        x = x + drop(self._attention(i, x))
+        return x + drop(self._mlp(i, x))
+
+    def residual(self, tokens: Tensor) -> Tensor:
+        """Return the final residual stream h (M, B, T, D) that the linear unembedding reads."""
+        if tokens.dim() == 2:
+            tokens = tokens.expand(self.n_models, *tokens.shape)
+        if tokens.shape[0] != self.n_models:
+            raise ValueError(f"tokens must be (B, T) or (M={self.n_models}, B, T), got {tuple(tokens.shape)}")
+        if tokens.shape[-1] > self.config.n_ctx:
+            raise ValueError(f"sequence length {tokens.shape[-1]} exceeds n_ctx={self.config.n_ctx}")
+        M, B, T = tokens.shape
+        W_E = self.p("W_E")
+        x = torch.gather(W_E, 1, tokens.reshape(M, B * T, 1).expand(-1, -1, W_E.shape[-1]))
+        x = x.view(M, B, T, -1) + self.p("W_pos")[:, None, :T, :]
+        x = F.dropout(x, self.config.dropout, self.training)
+        for i in range(self.config.n_layers):
+            x = self._block(i, x)
+        if self.config.norm == "pre":
+            x = _layer_norm(x, self.p("lnf_w"), self.p("lnf_b"))
+        return x
+
+    def unembed(self, h: Tensor) -> Tensor:
+        """Return logits (M, ..., V) from residual-stream vectors h (M, ..., D)."""
+        M, D = h.shape[0], h.shape[-1]
+        logits = (h.reshape(M, -1, D) @ self.p("W_U")).view(*h.shape[:-1], -1)
+        if self.p("b_U") is not None:
+            logits = logits + self.p("b_U").view((M,) + (1,) * (h.dim() - 2) + (-1,))
+        return logits
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """Return logits (M, B, T, V) for tokens (B, T) shared by all models or (M, B, T)."""
+        return self.unembed(self.residual(tokens))

@@ -1,0 +1,95 @@
+"""One matplotlib style for the whole book, and the figure types several chapters share.
+
+Figures have opaque white backgrounds so they stay readable in a dark-mode browser. ``savefig``
+writes a PNG to ``$COREKIT_FIGURES`` (set by ``corekit run``) when it is set.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+
+FIGURES_ENV = "COREKIT_FIGURES"
+
+STYLE = {
+    "figure.facecolor": "white",
+    "axes.facecolor": "white",
+    "savefig.facecolor": "white",
+    "savefig.transparent": False,
+    "savefig.bbox": "tight",
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "figure.figsize": (6.0, 3.6),
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "font.size": 10,
+    "axes.prop_cycle": mpl.cycler(color=["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
+                                         "#56B4E9", "#F0E442", "#000000"]),
+}
+
+
+def use_style() -> None:
+    """Apply the book's matplotlib style (opaque backgrounds, colour-blind-safe cycle)."""
+    mpl.rcParams.update(STYLE)
+    try:  # inline figures in a notebook get the same opaque background
+        from IPython import get_ipython
+        shell = get_ipython()
+        if shell is not None:
+            shell.run_line_magic("config", "InlineBackend.print_figure_kwargs = {'facecolor': 'white', "
+                                           "'bbox_inches': 'tight'}")
+    except ImportError:
+        pass
+
+
+def savefig(fig: plt.Figure, name: str) -> Path | None:
+    """Return the path ``fig`` was saved to under ``$COREKIT_FIGURES`` (None when it is not set)."""
+    root = os.environ.get(FIGURES_ENV)
+    if not root:
+        return None
+    path = Path(root) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, facecolor="white", transparent=False)
+    return path
+
+
+def heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str], title: str,
+            vmin: float = 0.0, vmax: float = 1.0, cmap: str = "viridis", fmt: str = "{:.2f}") -> None:
+    """Draw an annotated square matrix with row and column ``labels``."""
+    matrix = np.asarray(matrix, dtype=float)
+    im = ax.imshow(matrix, vmin=vmin, vmax=vmax, cmap=cmap)
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.grid(False)
+    for i in range(matrix.shape[0]):
+        for j in range(matrix.shape[1]):
+            value = matrix[i, j]
+            colour = "white" if (value - vmin) < 0.5 * (vmax - vmin) else "black"
+            ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
+    ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+
+
+def complex_plane(ax: plt.Axes, reference: np.ndarray | None = None, unit_circle: bool = True) -> None:
+    """Prepare ``ax`` as the complex plane (equal axes, unit circle) with optional reference eigenvalues."""
+    if unit_circle:
+        t = np.linspace(0, 2 * np.pi, 256)
+        ax.plot(np.cos(t), np.sin(t), color="0.6", lw=0.8, zorder=0)
+    if reference is not None:
+        reference = np.asarray(reference)
+        ax.scatter(reference.real, reference.imag, s=160, facecolors="none", edgecolors="black", lw=1.5,
+                   label="reference", zorder=3)
+    ax.axhline(0, color="0.8", lw=0.6)
+    ax.axvline(0, color="0.8", lw=0.6)
+    ax.set_aspect("equal")
+    ax.set_xlabel("Re λ")
+    ax.set_ylabel("Im λ")

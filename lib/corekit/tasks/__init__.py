@@ -1,0 +1,1 @@
+"""Task data: Markov-chain sequences (more tasks land beside it, one module each)."""

@@ -1,0 +1,252 @@
+"""Train an ensemble of models as one batched program: stacked parameters, one AdamW step for all.
+
+:func:`train_ensemble` trains every model of a :class:`~corekit.models.BatchedTransformer` on the
+same data with its own batch order (from its seed), its own weight decay and learning rate,
+evaluates all models in one pass, keeps parameter snapshots at chosen steps, and checkpoints so that
+an interrupted run resumes where it stopped and ends with the same numbers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from corekit.models import BatchedTransformer
+
+
+@dataclass
+class Dataset:
+    """Token inputs x (N, T) and targets y (N, T_y) for the last T_y positions of the logits."""
+
+    x: Tensor
+    y: Tensor
+
+    def __post_init__(self):
+        if self.y.dim() == 1:
+            self.y = self.y[:, None]
+        if self.x.dim() != 2 or self.y.dim() != 2 or self.x.shape[0] != self.y.shape[0]:
+            raise ValueError(f"x must be (N, T) and y (N, T_y) with the same N, got {tuple(self.x.shape)} "
+                             f"and {tuple(self.y.shape)}")
+        if self.y.shape[1] > self.x.shape[1]:
+            raise ValueError("y cannot have more positions than x")
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def to(self, device: torch.device) -> "Dataset":
+        """Return the dataset on ``device``."""
+        return Dataset(self.x.to(device), self.y.to(device))
+
+
+def _per_model(value: float | Sequence[float], M: int, name: str, device: torch.device) -> Tensor:
+    """Return ``value`` as a (M,) float tensor (a scalar is shared by every model)."""
+    t = torch.as_tensor(value, dtype=torch.float32, device=device).flatten()
+    if t.numel() == 1:
+        t = t.expand(M).clone()
+    if t.numel() != M:
+        raise ValueError(f"{name} must be a number or a list of {M} numbers (one per model), got {value!r}")
+    return t
+
+
+class BatchedAdamW:
+    """AdamW over stacked parameters (M, ...) with a per-model learning rate and weight decay.
+
+    Follows ``torch.optim.AdamW`` step for step (decoupled decay, bias-corrected moments), so model m
+    of the ensemble follows the same trajectory as a lone model stepped by ``torch.optim.AdamW``.
+    """
+
+    def __init__(self, params: Sequence[Tensor], lr: Tensor, weight_decay: Tensor,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        self.params = list(params)
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
+        self.step_count = 0
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Apply one AdamW update to every model's parameters from their ``.grad``."""
+        self.step_count += 1
+        beta1, beta2 = self.betas
+        bias1 = 1 - beta1 ** self.step_count
+        bias2_sqrt = (1 - beta2 ** self.step_count) ** 0.5
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            view = (-1,) + (1,) * (p.dim() - 1)
+            lr = self.lr.view(view)
+            p.mul_(1 - lr * self.weight_decay.view(view))
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            p.sub_(lr / bias1 * m / (v.sqrt() / bias2_sqrt + self.eps))
+
+    def state_dict(self) -> dict:
+        """Return the optimizer state for a checkpoint."""
+        return {"step_count": self.step_count, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the optimizer state from a checkpoint."""
+        self.step_count = state["step_count"]
+        for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
+            dst.copy_(src)
+
+
+def losses_and_accuracy(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """Return per-model cross-entropy and accuracy (M,), (M,) of logits (M, B, T, V) on y (B, T_y) or (M, B, T_y)."""
+    logits = logits[:, :, -y.shape[-1]:, :]
+    y = y.expand(logits.shape[:3])
+    loss = F.cross_entropy(logits.flatten(0, 2), y.flatten(), reduction="none").view(y.shape).mean(dim=(1, 2))
+    acc = (logits.argmax(-1) == y).float().mean(dim=(1, 2))
+    return loss, acc
+
+
+@torch.no_grad()
+def evaluate(model: BatchedTransformer, data: Dataset, batch_size: int = 4096) -> tuple[Tensor, Tensor]:
+    """Return every model's loss and accuracy (M,), (M,) on ``data`` in eval mode."""
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros(model.n_models, device=data.x.device)
+    acc_sum = torch.zeros(model.n_models, device=data.x.device)
+    for start in range(0, len(data), batch_size):
+        x, y = data.x[start:start + batch_size], data.y[start:start + batch_size]
+        loss, acc = losses_and_accuracy(model(x), y)
+        loss_sum += loss * x.shape[0]
+        acc_sum += acc * x.shape[0]
+    model.train(was_training)
+    return loss_sum / len(data), acc_sum / len(data)
+
+
+@dataclass
+class History:
+    """Evaluation record: ``steps`` (S,) and per-model curves (S, M); ``snapshots`` maps step → params."""
+
+    steps: list[int] = field(default_factory=list)
+    train_loss: list[list[float]] = field(default_factory=list)
+    train_acc: list[list[float]] = field(default_factory=list)
+    test_loss: list[list[float]] = field(default_factory=list)
+    test_acc: list[list[float]] = field(default_factory=list)
+    snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+
+    def curve(self, name: str) -> Tensor:
+        """Return the curve ``name`` (e.g. "test_acc") as a (S, M) tensor."""
+        return torch.tensor(getattr(self, name))
+
+
+def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch.device) -> Tensor:
+    """Return the epoch's batches of one model (n_batches, batch_size), from (seed, epoch) alone."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    perm = torch.randperm(n, generator=gen)
+    n_batches = n // batch_size
+    return perm[: n_batches * batch_size].view(n_batches, batch_size).to(device)
+
+
+def _run_key(model: BatchedTransformer, train: Dataset, **settings) -> str:
+    """Return a hash identifying a run (model, data, settings; not the step budget)."""
+    h = hashlib.sha256(json.dumps({"config": model.config.as_dict(), "seeds": model.seeds, **settings},
+                                  sort_keys=True, default=str).encode())
+    h.update(train.x.cpu().numpy().tobytes())
+    h.update(train.y.cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def train_ensemble(
+    model: BatchedTransformer,
+    train: Dataset,
+    test: Dataset | None = None,
+    *,
+    steps: int,
+    batch_size: int | None = None,
+    lr: float | Sequence[float] = 1e-3,
+    weight_decay: float | Sequence[float] = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eval_every: int = 100,
+    eval_train_size: int = 2048,
+    snapshot_steps: Sequence[int] = (),
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = 1000,
+    progress: bool = True,
+) -> History:
+    """Return the training history of all M models trained together for ``steps`` optimizer steps.
+
+    ``batch_size=None`` trains full batch. Training metrics are measured on the first
+    ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay`` are one number or one per model.
+    With ``checkpoint_dir`` the run saves its state every ``checkpoint_every`` steps and, when called
+    again with the same model, data and settings, resumes from the last checkpoint.
+    """
+    device = next(model.parameters()).device
+    M, N = model.n_models, len(train)
+    if batch_size is None or batch_size >= N:
+        batch_size = N
+    if steps < 0 or batch_size < 1 or eval_every < 1 or checkpoint_every < 1:
+        raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 and checkpoint_every >= 1 required; "
+                         f"got steps={steps}, batch_size={batch_size}, eval_every={eval_every}, "
+                         f"checkpoint_every={checkpoint_every}")
+    train, test = train.to(device), (test.to(device) if test is not None else None)
+    train_eval = Dataset(train.x[:eval_train_size], train.y[:eval_train_size])
+    opt = BatchedAdamW(list(model.parameters()), _per_model(lr, M, "lr", device),
+                       _per_model(weight_decay, M, "weight_decay", device), betas=betas)
+    history, step = History(), 0
+    snapshot_steps = set(int(s) for s in snapshot_steps)
+
+    ckpt = Path(checkpoint_dir) / "last.pt" if checkpoint_dir is not None else None
+    key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), wd=opt.weight_decay.tolist(),
+                   betas=betas, eval_every=eval_every)
+    if ckpt is not None and ckpt.exists():
+        state = torch.load(ckpt, map_location=device, weights_only=False)
+        if state["key"] == key and state["step"] <= steps:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            history, step = state["history"], state["step"]
+            torch.set_rng_state(state["rng"])
+
+    def save_checkpoint() -> None:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save({"key": key, "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
+                    "history": history, "rng": torch.get_rng_state()}, tmp)
+        os.replace(tmp, ckpt)
+
+    def record() -> None:
+        history.steps.append(step)
+        for name, data in (("train", train_eval), ("test", test)):
+            if data is None:
+                continue
+            loss, acc = evaluate(model, data)
+            getattr(history, f"{name}_loss").append(loss.tolist())
+            getattr(history, f"{name}_acc").append(acc.tolist())
+        if step in snapshot_steps:
+            history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+    n_batches = N // batch_size
+    model.train()
+    bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
+               mininterval=1.0)
+    if step == 0:
+        record()
+    batches = None
+    while step < steps:
+        epoch, within = divmod(step, n_batches)
+        if batches is None or within == 0:
+            batches = torch.stack([_batch_indices(s, epoch, N, batch_size, device) for s in model.seeds], 1)
+        idx = batches[within]                                    # (M, batch_size)
+        loss, _ = losses_and_accuracy(model(train.x[idx]), train.y[idx])
+        model.zero_grad(set_to_none=False)
+        loss.sum().backward()                                    # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
+        opt.step()
+        step += 1
+        bar.update(1)
+        if step % eval_every == 0 or step == steps or step in snapshot_steps:
+            record()
+            if test is not None:
+                bar.set_postfix(test_acc=f"{min(history.test_acc[-1]):.3f}–{max(history.test_acc[-1]):.3f}")
+        if ckpt is not None and (step % checkpoint_every == 0 or step == steps):
+            save_checkpoint()
+    bar.close()
+    model.eval()
+    return history

@@ -1,0 +1,204 @@
+"""`corekit run` / `corekit list` on a throwaway book with a tiny notebook (seconds per execution)."""
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+import yaml
+
+from corekit import cli
+from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
+
+TINY = "00_tiny"
+MATRIX = [[0.1, 0.9], [1, 0]]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A book with the single notebook 00_tiny (paired .ipynb, no paper profile)."""
+    return make_repo(tmp_path_factory.mktemp("book"), {TINY: tiny_notebook(TINY)})
+
+
+@pytest.fixture(scope="module")
+def override_run(repo, tmp_path_factory):
+    """`corekit run 00_tiny` with two -p overrides, one a nested list: (process, output folder)."""
+    out = tmp_path_factory.mktemp("out")
+    done = corekit("run", TINY, "-p", "scale", "3", "-p", "matrix", json.dumps(MATRIX), "--out", str(out), root=repo)
+    assert done.returncode == 0, done.stderr
+    return done, out
+
+
+def load_metrics(out, name=TINY):
+    """Return the metrics file of ``name`` in ``out``."""
+    return json.loads((out / f"{name}.metrics.json").read_text())
+
+
+def test_run_writes_executed_notebook_and_metrics_with_overrides(override_run):
+    _, out = override_run
+    executed = nbformat.read(out / f"{TINY}.ipynb", as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "scale = 3" in injected[0].source
+    metrics = load_metrics(out)
+    assert metrics["notebook"] == TINY
+    assert metrics["parameters"]["scale"] == 3
+    assert metrics["parameters"]["matrix"] == MATRIX
+    assert metrics["runtime_s"] > 0
+    assert metrics["profile"] == "quick"
+    assert re.fullmatch(r"[0-9a-f]{64}", metrics["source_hash"])
+
+
+def test_run_points_the_notebook_at_its_figures_folder(override_run):
+    _, out = override_run
+    claims = {c["id"]: c for c in load_metrics(out)["claims"]}
+    assert claims["figures_dir"]["measured"] == str(out / "figures" / TINY)
+
+
+def test_failing_claim_does_not_fail_the_run(override_run):
+    done, out = override_run
+    claims = {c["id"]: c for c in load_metrics(out)["claims"]}
+    assert claims["doubled"]["pass"] is True and claims["doubled"]["measured"] == 6
+    assert claims["negative"]["pass"] is False
+    assert claims["figures_dir"]["pass"] is None
+    assert re.search(r"doubled\s+6\s+pass", done.stdout)
+    assert re.search(r"negative\s+3\s+FAIL", done.stdout)
+    assert "runtime" in done.stdout
+
+
+def test_source_hash_depends_on_the_parameters(repo, override_run):
+    _, out = override_run
+    nb = cli.Notebook(repo, TINY)
+    assert load_metrics(out)["source_hash"] == cli.source_hash(nb, {"scale": 3, "matrix": MATRIX})
+    assert cli.source_hash(nb, {"scale": 3}) != cli.source_hash(nb, {"scale": 4})
+
+
+def test_failing_cell_fails_the_run_and_keeps_the_partial_notebook(repo, tmp_path):
+    done = corekit("run", TINY, "-p", "fail", "true", "--out", str(tmp_path), root=repo)
+    assert done.returncode == 1
+    assert "RuntimeError" in done.stderr and "asked to fail" in done.stderr
+    assert f"partially executed notebook: {tmp_path / (TINY + '.ipynb')}" in done.stderr
+    assert (tmp_path / f"{TINY}.ipynb").is_file()
+
+
+def test_notebook_without_metrics_fails_the_run(repo, tmp_path):
+    done = corekit("run", TINY, "-p", "write_metrics", "false", "-p", "figures", "0", "--out", str(tmp_path),
+                   root=repo)
+    assert done.returncode == 1
+    assert "wrote no metrics file" in done.stderr
+
+
+def test_unknown_notebook_lists_the_valid_ones(repo):
+    done = corekit("run", "99_nope", root=repo)
+    assert done.returncode == 2
+    assert "unknown notebook '99_nope'; valid notebooks: 00_tiny, or 'all'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_parameter_lists_the_valid_ones(repo):
+    done = corekit("run", TINY, "-p", "sacle", "3", root=repo)
+    assert done.returncode == 2
+    assert "unknown parameter 'sacle' for 00_tiny (from -p)" in done.stderr
+    assert "valid parameters: scale, matrix, fail, write_metrics, figures" in done.stderr
+
+
+def test_missing_paper_profile_names_the_file(repo):
+    done = corekit("run", TINY, "--profile", "paper", root=repo)
+    assert done.returncode == 2
+    assert "no paper profile for 00_tiny: notebooks/params/paper/00_tiny.yaml does not exist" in done.stderr
+    assert "notebooks with a paper profile: (none)" in done.stderr
+
+
+def test_unknown_profile_lists_the_profiles(repo):
+    done = corekit("run", TINY, "--profile", "huge", root=repo)
+    assert done.returncode == 2
+    assert "invalid choice: 'huge' (choose from" in done.stderr and "'quick', 'paper'" in done.stderr
+
+
+def test_paper_profile_with_override_and_unpaired_notebook(tmp_path):
+    root = make_repo(tmp_path / "book", {TINY: tiny_notebook(TINY)})
+    (root / "notebooks" / f"{TINY}.ipynb").unlink()  # corekit converts the .py itself
+    write_paper_profile(root, TINY, {"scale": 5, "figures": 0, "matrix": [[1, 0], [0, 1]]})
+    out = tmp_path / "out"
+    done = corekit("run", TINY, "--profile", "paper", "-p", "scale", "7", "--out", str(out), root=root)
+    assert done.returncode == 0, done.stderr
+    metrics = load_metrics(out)
+    assert metrics["profile"] == "paper"
+    assert metrics["parameters"]["scale"] == 7  # -p beats the profile
+    assert metrics["parameters"]["matrix"] == [[1, 0], [0, 1]]
+
+
+def test_unknown_name_in_paper_profile_names_the_file(tmp_path):
+    root = make_repo(tmp_path, {TINY: tiny_notebook(TINY)})
+    write_paper_profile(root, TINY, {"scael": 5})
+    done = corekit("run", TINY, "--profile", "paper", root=root)
+    assert done.returncode == 2
+    assert "unknown parameter 'scael' for 00_tiny (from notebooks/params/paper/00_tiny.yaml)" in done.stderr
+
+
+def test_run_all_continues_after_a_failure(tmp_path):
+    root = make_repo(tmp_path / "book", {"00_bad": tiny_notebook("00_bad", figures=0),
+                                         "01_good": tiny_notebook("01_good", figures=0)})
+    source = (root / "notebooks" / "00_bad.py").read_text().replace("fail = False", "fail = True")
+    write_notebook(root, "00_bad", source)
+    out = tmp_path / "out"
+    done = corekit("run", "all", "--out", str(out), root=root)
+    assert done.returncode == 1
+    assert "1 of 2 notebooks failed: 00_bad" in done.stderr
+    assert load_metrics(out, "01_good")["claims"]
+
+
+def test_list_shows_parameters_and_defaults(repo):
+    done = corekit("list", root=repo)
+    assert done.returncode == 0, done.stderr
+    assert "00_tiny  (no paper profile, in _toc.yml)" in done.stdout
+    assert re.search(r"matrix\s+= \[\[0\.5, 0\.5\], \[0\.25, 0\.75\]\]  # any nested list", done.stdout)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("[[0.5,0.5,0],[0,0.5,0.5],[0.5,0,0.5]]", [[0.5, 0.5, 0], [0, 0.5, 0.5], [0.5, 0, 0.5]]),
+    ("[0, 1]", [0, 1]),
+    ("3", 3),
+    ("0.25", 0.25),
+    ("1e-3", 1e-3),
+    ("-2.5E+2", -250.0),
+    ("true", True),
+    ("null", None),
+    ("cpu", "cpu"),
+    ("{a: 1}", {"a": 1}),
+])
+def test_parameter_values_are_yaml(text, value):
+    assert cli.parse_value("x", text) == value
+
+
+def test_unparsable_value_names_the_parameter():
+    with pytest.raises(cli.CorekitError, match=r"-p transition: cannot parse '\[\[0.5' as YAML"):
+        cli.parse_value("transition", "[[0.5")
+
+
+def test_parameters_cell_parsing():
+    source = "a = 1  # one\nb: list = [[1, 2],\n  [3, 4]]\nc = d = 'x'\n"
+    params = cli.parse_parameters(source)
+    assert list(params) == ["a", "b", "c", "d"]
+    assert params["a"] == cli.Parameter("a", "1", "one")
+    assert params["b"].default == "[[1, 2], [3, 4]]"
+
+
+def test_toc_order_and_notebooks(tmp_path):
+    toc = {"format": "jb-book", "root": "book/intro", "parts": [
+        {"caption": "A", "chapters": [{"file": "book/ace.md"}, {"file": "notebooks/00_tiny",
+                                                                "sections": [{"file": "book/x"}]}]},
+        {"caption": "B", "chapters": [{"file": "book/bibliography"}]}]}
+    (tmp_path / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    assert cli.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x", "book/bibliography"]
+    with pytest.raises(cli.CorekitError, match="_toc.yml lists notebooks/00_tiny but no such .py exists"):
+        cli.toc_notebooks(tmp_path)
+
+
+def test_staged_config_turns_execution_off_and_keeps_the_ipynb():
+    root_config = yaml.safe_load((cli.find_root() / "_config.yml").read_text())
+    staged = cli.staged_config(root_config)
+    assert staged["execute"]["execute_notebooks"] == "off"
+    assert "notebooks/*.ipynb" not in staged["exclude_patterns"] and "_build" in staged["exclude_patterns"]
+    assert "nb_custom_formats" not in staged["sphinx"]["config"]
+    assert root_config["sphinx"]["config"]["nb_custom_formats"]  # the root config is not modified

@@ -1,0 +1,56 @@
+"""Every notebook's .py (the source) and paired .ipynb agree; parameters and paper profiles are well formed."""
+from __future__ import annotations
+
+import ast
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+
+from corekit import cli
+from tinyrepo import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def cells(notebook) -> list[tuple[str, str]]:
+    """Return the (cell type, source) of every cell."""
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_paired_ipynb_is_in_sync(py):
+    ipynb = py.with_suffix(".ipynb")
+    assert ipynb.is_file(), f"{ipynb.name} is missing: run `jupytext --sync {py.relative_to(REPO)}`"
+    assert cells(nbformat.read(ipynb, as_version=4)) == cells(jupytext.read(py)), (
+        f"{ipynb.name} differs from {py.name}: run `jupytext --sync {py.relative_to(REPO)}`")
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cell_holds_plain_literals(py):
+    code = [cell for cell in jupytext.read(py).cells if cell.cell_type == "code"]
+    assert code and "parameters" in code[0].metadata.get("tags", []), (
+        f"{py.name}: the first code cell must be tagged parameters (# %% tags=[\"parameters\"])")
+    for node in ast.parse(code[0].source).body:
+        assert isinstance(node, (ast.Assign, ast.AnnAssign)), (
+            f"{py.name}: the parameters cell may only assign literals, found {ast.unparse(node)!r}")
+        ast.literal_eval(node.value)  # raises on anything but a plain literal
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_paper_profile_sets_known_parameters(py):
+    profile = REPO / "notebooks" / "params" / "paper" / f"{py.stem}.yaml"
+    assert profile.is_file(), f"{py.stem} has no paper profile {profile.relative_to(REPO)}"
+    values = yaml.safe_load(profile.read_text())
+    assert isinstance(values, dict) and values, f"{profile.name} must map parameter names to values"
+    declared = cli.read_parameters(cli.Notebook(REPO, py.stem))
+    assert set(values) <= set(declared), f"{profile.name} sets unknown parameters {sorted(set(values) - set(declared))}"
+
+
+def test_every_toc_notebook_is_in_notebooks():
+    names = cli.notebook_names(REPO)
+    listed = [f.split("/", 1)[1] for f in cli.toc_files(REPO) if f.startswith("notebooks/")]
+    if not NOTEBOOKS:
+        pytest.skip("notebooks/ holds no notebook yet")
+    assert set(listed) <= set(names), f"_toc.yml lists notebooks without a .py: {sorted(set(listed) - set(names))}"

@@ -1,0 +1,98 @@
+"""Throwaway book repositories for the command-line and book tests: tiny notebooks that run in seconds."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_NOTEBOOK = '''\
+# %% [markdown]
+# # {title}
+#
+# A stand-in notebook for the tests: it draws `figures` plots and records three claims.
+
+# %% tags=["parameters"]
+scale = 2.0  # multiplies the measured value
+matrix = [[0.5, 0.5], [0.25, 0.75]]  # any nested list
+fail = False  # raise in a cell
+write_metrics = True  # write the metrics file
+figures = {figures}  # number of plots
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+
+from corekit.claims import Claims
+
+claims = Claims("{name}", dict(scale=scale, matrix=matrix, fail=fail, write_metrics=write_metrics, figures=figures))
+if fail:
+    raise RuntimeError("asked to fail")
+
+# %%
+for k in range(figures):
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1, 2], [0, k + 1, 2 * k + 1], marker="o")
+    ax.set_title(f"figure {{k}}")
+    plt.show()
+
+# %% [markdown]
+# ## Claims
+
+# %%
+claims.add("doubled", 2 * scale, target="= 2 × scale", passed=True, paper=4.0)
+claims.add("negative", scale, target="< 0", passed=scale < 0)
+claims.add("figures_dir", os.environ.get("COREKIT_FIGURES"), target="reported")
+if write_metrics:
+    claims.write()
+claims.table()
+'''
+
+
+def tiny_notebook(name: str, figures: int = 1, title: str = "Tiny notebook") -> str:
+    """Return the py:percent source of a tiny notebook called ``name``."""
+    return TINY_NOTEBOOK.format(name=name, figures=figures, title=title)
+
+
+def write_notebook(root: Path, name: str, source: str, paired: bool = True) -> Path:
+    """Return ``root/notebooks/NAME.py`` written from ``source``, with its paired .ipynb if ``paired``."""
+    py = root / "notebooks" / f"{name}.py"
+    py.parent.mkdir(parents=True, exist_ok=True)
+    py.write_text(source)
+    if paired:
+        jupytext.write(jupytext.read(py), py.with_suffix(".ipynb"))
+    return py
+
+
+def write_paper_profile(root: Path, name: str, values: dict) -> Path:
+    """Return the written ``notebooks/params/paper/NAME.yaml``."""
+    path = root / "notebooks" / "params" / "paper" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def make_repo(root: Path, notebooks: dict[str, str]) -> Path:
+    """Return ``root`` made a minimal book (``_toc.yml``, ``notebooks/``) holding ``notebooks``."""
+    root.mkdir(parents=True, exist_ok=True)
+    toc = {"format": "jb-book", "root": "intro", "chapters": [{"file": f"notebooks/{n}"} for n in notebooks]}
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    (root / "intro.md").write_text("# Tiny book\n")
+    for name, source in notebooks.items():
+        write_notebook(root, name, source)
+    return root
+
+
+def corekit(*args: str, root: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Return the finished ``python -m corekit ARGS`` run on the book at ``root`` (text output captured)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COREKIT_METRICS", "COREKIT_FIGURES")}
+    if root is not None:
+        env["COREKIT_ROOT"] = str(root)
+    return subprocess.run([sys.executable, "-m", "corekit", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
