@@ -39,7 +39,8 @@ def book_root(tmp_path_factory) -> Path:
     missing = [name for name in listed if not (REPO / "notebooks" / f"{name}.py").is_file()]
     if not missing:
         return REPO
-    warnings.warn(f"building the book with stand-ins for {', '.join(missing)} (no notebooks/NAME.py yet)")
+    warnings.warn(f"building the book with stand-ins for {', '.join(missing)} (no notebooks/NAME.py yet)",
+                  stacklevel=2)
     root = tmp_path_factory.mktemp("repo")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(REPO / name, root / name)
@@ -103,9 +104,9 @@ def local_target(page: Path, url: str) -> Path | None:
     return target / "index.html" if url.endswith("/") else target
 
 
-def notebook_pages(html: Path, book_root: Path) -> dict[str, Path]:
+def notebook_pages(html: Path, book_root: Path) -> list[Path]:
     """Return the HTML page of every notebook in the toc."""
-    return {name: html / "notebooks" / f"{name}.html" for name in cli.toc_notebooks(book_root)}
+    return [html / "notebooks" / f"{name}.html" for name in cli.toc_notebooks(book_root)]
 
 
 def test_every_notebook_executes_and_writes_its_metrics(book_root, executed):
@@ -136,7 +137,7 @@ def test_every_toc_page_is_built(book, book_root):
 
 def test_notebook_pages_embed_their_images_and_claims(book, book_root):
     _, html = book
-    for name, page in notebook_pages(html, book_root).items():
+    for page in notebook_pages(html, book_root):
         links = parse_page(page)
         broken = [src for src in links.images if (t := local_target(page, src)) is not None and not t.is_file()]
         assert not broken, f"{page.name}: images that do not exist: {broken}"
@@ -189,7 +190,8 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={profile}"]
-    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True,
+                          timeout=BROWSER_TIMEOUT_S)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (apt-get install chromium; "

@@ -25,7 +25,8 @@ def repo(tmp_path_factory):
 def override_run(repo, tmp_path_factory):
     """`corekit run 00_tiny` with two -p overrides, one a nested list: (process, output folder)."""
     out = tmp_path_factory.mktemp("out")
-    done = corekit("run", TINY, "-p", "scale", "3", "-p", "matrix", json.dumps(MATRIX), "--out", str(out), root=repo)
+    done = corekit("run", TINY, "-p", "scale", "3", "-p", "matrix", json.dumps(MATRIX), "--out", str(out),
+                   root=repo)
     assert done.returncode == 0, done.stderr
     return done, out
 
@@ -190,7 +191,8 @@ def test_toc_order_and_notebooks(tmp_path):
                                                                 "sections": [{"file": "book/x"}]}]},
         {"caption": "B", "chapters": [{"file": "book/bibliography"}]}]}
     (tmp_path / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
-    assert cli.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x", "book/bibliography"]
+    assert cli.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x",
+                                       "book/bibliography"]
     with pytest.raises(cli.CorekitError, match="_toc.yml lists notebooks/00_tiny but no such .py exists"):
         cli.toc_notebooks(tmp_path)
 
@@ -202,3 +204,29 @@ def test_staged_config_turns_execution_off_and_keeps_the_ipynb():
     assert "notebooks/*.ipynb" not in staged["exclude_patterns"] and "_build" in staged["exclude_patterns"]
     assert "nb_custom_formats" not in staged["sphinx"]["config"]
     assert root_config["sphinx"]["config"]["nb_custom_formats"]  # the root config is not modified
+
+
+def test_staged_notebooks_show_each_progress_bar_once():
+    outputs = [{"output_type": "stream", "name": "stderr", "text": "\rtrain:   0%|"},
+               {"output_type": "stream", "name": "stderr", "text": "\rtrain:  50%|"},
+               {"output_type": "stream", "name": "stderr", "text": "\rtrain: 100%|\r"},
+               {"output_type": "stream", "name": "stderr", "text": "\n"},
+               {"output_type": "stream", "name": "stdout", "text": "a\rb\nc\n"},
+               {"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}}]
+    tidy = cli.tidy_streams(outputs)
+    assert [o.get("text") for o in tidy] == ["train: 100%|\n", "b\nc\n", None]
+    assert outputs[0]["text"] == "\rtrain:   0%|"  # the executed notebook is left as it is
+
+
+def test_source_hash_covers_the_library_but_not_the_command_line(tmp_path):
+    root = make_repo(tmp_path, {TINY: tiny_notebook(TINY)})
+    library = root / "lib" / "corekit"
+    (library / "tasks").mkdir(parents=True)
+    for name in ("cli.py", "ace.py", "tasks/markov.py"):
+        (library / name).write_text("x = 1\n")
+    nb = cli.Notebook(root, TINY)
+    before = cli.source_hash(nb, {})
+    (library / "cli.py").write_text("x = 2\n")
+    assert cli.source_hash(nb, {}) == before
+    (library / "tasks" / "markov.py").write_text("x = 2\n")
+    assert cli.source_hash(nb, {}) != before

@@ -45,7 +45,8 @@ def test_paper_profile_sets_known_parameters(py):
     values = yaml.safe_load(profile.read_text())
     assert isinstance(values, dict) and values, f"{profile.name} must map parameter names to values"
     declared = cli.read_parameters(cli.Notebook(REPO, py.stem))
-    assert set(values) <= set(declared), f"{profile.name} sets unknown parameters {sorted(set(values) - set(declared))}"
+    unknown = sorted(set(values) - set(declared))
+    assert not unknown, f"{profile.name} sets unknown parameters {unknown}; valid: {sorted(declared)}"
 
 
 def test_every_toc_notebook_is_in_notebooks():

@@ -31,7 +31,8 @@ import matplotlib.pyplot as plt
 
 from corekit.claims import Claims
 
-claims = Claims("{name}", dict(scale=scale, matrix=matrix, fail=fail, write_metrics=write_metrics, figures=figures))
+claims = Claims("{name}", dict(scale=scale, matrix=matrix, fail=fail, write_metrics=write_metrics,
+                              figures=figures))
 if fail:
     raise RuntimeError("asked to fail")
 

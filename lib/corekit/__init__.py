@@ -1,5 +1,5 @@
-"""corekit: the library behind the book on algorithmic cores (ACE) and empirical-NTK features."""
-from corekit.device import default_device
+"""corekit: the library behind the book on algorithmic cores (ACE) and empirical-NTK features.
 
-__all__ = ["default_device"]
+Modules are imported on use (``from corekit import ace``) so that the ``corekit`` command starts fast.
+"""
 __version__ = "0.1.0"

@@ -187,3 +187,18 @@ def eigenvalue_error(fitted: np.ndarray, reference: np.ndarray) -> float:
     if len(rows) < max(len(fitted), len(reference)):
         return float("inf")
     return float(cost[rows, cols].max())
+
+
+def unit_circle_fraction(eigenvalues: np.ndarray, p: int) -> float:
+    """Return the fraction of eigenvalues with ||λ| − 1| ≤ sin(π/p) (a rotation's eigenvalues lie there)."""
+    eigenvalues = np.asarray(eigenvalues)
+    if eigenvalues.size == 0:
+        return float("nan")
+    return float(np.mean(np.abs(np.abs(eigenvalues) - 1.0) <= np.sin(np.pi / p)))
+
+
+def frequency_modes(eigenvalues: np.ndarray, p: int) -> list[int]:
+    """Return the distinct frequencies k ∈ {0, …, ⌊p/2⌋} (k = round(p·|arg λ| / 2π)) of the unit-circle eigenvalues."""
+    eigenvalues = np.asarray(eigenvalues)
+    on_circle = eigenvalues[np.abs(np.abs(eigenvalues) - 1.0) <= np.sin(np.pi / p)]
+    return sorted({int(k) for k in np.rint(np.abs(np.angle(on_circle)) * p / (2 * np.pi))})

@@ -38,10 +38,14 @@ ROOT_ENV = "COREKIT_ROOT"
 #: Environment variable naming the folder where the executed notebook saves its figures.
 FIGURES_ENV = "COREKIT_FIGURES"
 PROFILES = ("quick", "paper")
+#: Modules of the command line itself: they cannot change a notebook's results, so no source_hash covers them.
+COMMAND_LINE = ("cli.py", "__main__.py")
 KERNEL = "python3"
 NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
+REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line overwrote
+DANGLING_CR = re.compile(r"\r+(?=\n|$)")
 
 
 class CorekitError(Exception):
@@ -92,18 +96,22 @@ class Notebook:
 
     @property
     def folder(self) -> Path:
+        """The notebooks folder (the kernel's working directory)."""
         return self.root / "notebooks"
 
     @property
     def py(self) -> Path:
+        """The py:percent source."""
         return self.folder / f"{self.name}.py"
 
     @property
     def ipynb(self) -> Path:
+        """The paired notebook papermill reads."""
         return self.folder / f"{self.name}.ipynb"
 
     @property
     def paper_profile(self) -> Path:
+        """The parameters of the paper profile."""
         return self.folder / "params" / "paper" / f"{self.name}.yaml"
 
 
@@ -198,7 +206,7 @@ def parse_value(name: str, text: str) -> Any:
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise CorekitError(f"-p {name}: cannot parse {text!r} as YAML ({err.problem})") from err
+        raise CorekitError(f"-p {name}: cannot parse {text!r} as YAML ({getattr(err, 'problem', err)})") from err
     if isinstance(value, str) and SCIENTIFIC.fullmatch(value):
         return float(value)
     return value
@@ -250,9 +258,11 @@ def library_dir(root: Path) -> Path:
 def source_hash(nb: Notebook, params: dict) -> str:
     """Return the sha256 (hex) over the notebook's .py, the library's modules and the parameters."""
     library = library_dir(nb.root)
+    modules = {p.relative_to(library).as_posix(): p for p in library.rglob("*.py")}
+    files = [(nb.py.name, nb.py)] + sorted((name, p) for name, p in modules.items() if name not in COMMAND_LINE)
     digest = hashlib.sha256()
-    for path in [nb.py, *sorted(library.rglob("*.py"))]:
-        digest.update(f"{path.name}\0".encode() + path.read_bytes() + b"\0")
+    for name, path in files:
+        digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
     digest.update(json.dumps(params, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -289,6 +299,8 @@ def executable_ipynb(nb: Notebook) -> Iterator[Path]:
 def run_papermill(nb: Notebook, params: dict, executed: Path) -> None:
     """Execute ``nb`` with ``params`` into ``executed``, in the notebooks folder, with a progress bar."""
     import papermill
+    from jupyter_client.kernelspec import NoSuchKernel
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     with executable_ipynb(nb) as source:
@@ -296,8 +308,12 @@ def run_papermill(nb: Notebook, params: dict, executed: Path) -> None:
             papermill.execute_notebook(str(source), str(executed), parameters=params, kernel_name=KERNEL,
                                        language="python", cwd=str(nb.folder), progress_bar=True)
         except PapermillExecutionError as err:
-            raise ExecutionFailed(f"{nb.name} failed in cell In [{err.exec_count}]:{err}"
+            raise ExecutionFailed(f"{nb.name} failed:{err}partially executed notebook: {executed}") from err
+        except DeadKernelError as err:
+            raise ExecutionFailed(f"{nb.name}: the kernel died ({err}; out of memory?); "
                                   f"partially executed notebook: {executed}") from err
+        except NoSuchKernel as err:
+            raise ExecutionFailed(f"no Jupyter kernel {KERNEL!r} here: pip install ipykernel") from err
 
 
 def finish_metrics(nb: Notebook, path: Path, profile: str, params: dict, runtime_s: float) -> dict:
@@ -340,7 +356,7 @@ def summary(metrics: dict) -> str:
     measured = [_short(c.get("measured")) for c in claims]
     id_width, value_width = (max(map(len, column), default=0) for column in (ids, measured))
     lines += [f"  {i:<{id_width}}  {m:<{value_width}}  {VERDICTS.get(c.get('pass'), '?')}"
-              for i, m, c in zip(ids, measured, claims)]
+              for i, m, c in zip(ids, measured, claims, strict=True)]
     return "\n".join(lines)
 
 
@@ -425,6 +441,33 @@ def staged_config(config: dict) -> dict:
     return config
 
 
+def tidy_streams(outputs: list) -> list:
+    """Return cell outputs with consecutive streams merged and progress-bar redraws (\\r) collapsed."""
+    tidy: list = []
+    for output in outputs:
+        previous = tidy[-1] if tidy else {}
+        same_stream = output.get("output_type") == "stream" == previous.get("output_type")
+        if same_stream and output["name"] == previous["name"]:
+            previous["text"] += output["text"]
+        else:
+            tidy.append(copy.deepcopy(output))
+    for output in tidy:
+        if output.get("output_type") == "stream":
+            output["text"] = DANGLING_CR.sub("", REDRAWN.sub("", output["text"]))
+    return tidy
+
+
+def stage_notebook(executed: Path, staged: Path) -> None:
+    """Copy an executed notebook into the book, showing each progress bar once, in its final state."""
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = tidy_streams(cell.outputs)
+    nbformat.write(notebook, staged)
+
+
 def stage_book(root: Path, executed_dir: Path, names: list[str], stage: Path) -> Path:
     """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks."""
     if stage.exists():
@@ -434,7 +477,7 @@ def stage_book(root: Path, executed_dir: Path, names: list[str], stage: Path) ->
     if (root / "book").is_dir():
         shutil.copytree(root / "book", stage / "book")
     for name in names:
-        shutil.copy2(executed_dir / f"{name}.ipynb", stage / "notebooks" / f"{name}.ipynb")
+        stage_notebook(executed_dir / f"{name}.ipynb", stage / "notebooks" / f"{name}.ipynb")
     config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
     (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return stage
@@ -491,12 +534,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _add_profile(parser: argparse.ArgumentParser) -> None:
     """Add the ``--profile`` option."""
     parser.add_argument("--profile", choices=PROFILES, default="quick",
-                        help="quick: the notebook's defaults (CPU, minutes); paper: notebooks/params/paper/NAME.yaml")
+                        help="quick: the notebook's defaults (CPU, minutes); "
+                             "paper: notebooks/params/paper/NAME.yaml (GPU)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``corekit`` command."""
-    parser = argparse.ArgumentParser(prog="corekit", description="Execute the corekit book's notebooks and build it.")
+    parser = argparse.ArgumentParser(prog="corekit", description="Execute the notebooks and build the book.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="execute a notebook (or all) through papermill")

@@ -203,3 +203,50 @@ class BatchedTransformer(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """Return logits (M, B, T, V) for tokens (B, T) shared by all models or (M, B, T)."""
         return self.unembed(self.residual(tokens))
+
+
+class BatchedQuadraticMLP(nn.Module):
+    """M one-hidden-layer MLPs y = ((x W_1 / √d_in)²) W_2 / width, no biases, N(0, 1) init; stacked (M, ...).
+
+    The eNTK paper's modular-arithmetic MLP (Lin 2025): x is one-hot a concatenated with one-hot b
+    (d_in = 2p), ``W_1`` is (M, d_in, width) and ``W_2`` (M, width, d_out). Model m is initialised from
+    ``torch.Generator().manual_seed(seeds[m])`` (W_1 first, then W_2).
+    """
+
+    def __init__(self, d_in: int, width: int, d_out: int, seeds: Sequence[int]):
+        super().__init__()
+        for name, value in (("d_in", d_in), ("width", width), ("d_out", d_out)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            raise ValueError("seeds must name at least one model")
+        self.d_in, self.width, self.d_out, self.seeds = d_in, width, d_out, seeds
+        self.params = nn.ParameterDict({
+            "W_1": nn.Parameter(torch.empty(len(seeds), d_in, width)),
+            "W_2": nn.Parameter(torch.empty(len(seeds), width, d_out)),
+        })
+        for m, seed in enumerate(seeds):
+            gen = torch.Generator().manual_seed(seed)
+            self.params["W_1"].data[m] = torch.randn(d_in, width, generator=gen)
+            self.params["W_2"].data[m] = torch.randn(width, d_out, generator=gen)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.seeds)
+
+    def p(self, name: str) -> Tensor:
+        """Return the stacked parameter ``name`` ("W_1" (M, d_in, width) or "W_2" (M, width, d_out))."""
+        return self.params[name]
+
+    def hidden(self, x: Tensor) -> Tensor:
+        """Return the hidden activations (M, B, width) = (x W_1 / √d_in)² for x (B, d_in) or (M, B, d_in)."""
+        if x.dim() == 2:
+            x = x.expand(self.n_models, *x.shape)
+        if x.dim() != 3 or x.shape[0] != self.n_models or x.shape[-1] != self.d_in:
+            raise ValueError(f"x must be (B, {self.d_in}) or ({self.n_models}, B, {self.d_in}), got {tuple(x.shape)}")
+        return (x @ self.params["W_1"] / math.sqrt(self.d_in)).square()
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Return outputs (M, B, d_out) for inputs x (B, d_in) shared by all models or (M, B, d_in)."""
+        return self.hidden(x) @ self.params["W_2"] / self.width

@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from corekit.models import BatchedTransformer
 
@@ -44,6 +44,15 @@ class Dataset:
     def to(self, device: torch.device) -> "Dataset":
         """Return the dataset on ``device``."""
         return Dataset(self.x.to(device), self.y.to(device))
+
+
+def _weight_decay_schedule(value, M: int, device: torch.device) -> list[tuple[int, Tensor]]:
+    """Return [(first_step, wd (M,)), ...] from a number, a per-model list or {first_step: either}."""
+    if not isinstance(value, dict):
+        value = {0: value}
+    if 0 not in value:
+        raise ValueError(f"a weight_decay schedule must give the value from step 0, got keys {sorted(value)}")
+    return [(int(k), _per_model(v, M, f"weight_decay[{k}]", device)) for k, v in sorted(value.items())]
 
 
 def _per_model(value: float | Sequence[float], M: int, name: str, device: torch.device) -> Tensor:
@@ -163,7 +172,7 @@ def train_ensemble(
     steps: int,
     batch_size: int | None = None,
     lr: float | Sequence[float] = 1e-3,
-    weight_decay: float | Sequence[float] = 0.0,
+    weight_decay: float | Sequence[float] | dict[int, float | Sequence[float]] = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
     eval_every: int = 100,
     eval_train_size: int = 2048,
@@ -174,7 +183,8 @@ def train_ensemble(
 ) -> History:
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
 
-    ``batch_size=None`` trains full batch. Training metrics are measured on the first
+    ``batch_size=None`` trains full batch. ``weight_decay`` may change during training:
+    ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on the first
     ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay`` are one number or one per model.
     With ``checkpoint_dir`` the run saves its state every ``checkpoint_every`` steps and, when called
     again with the same model, data and settings, resumes from the last checkpoint.
@@ -189,14 +199,14 @@ def train_ensemble(
                          f"checkpoint_every={checkpoint_every}")
     train, test = train.to(device), (test.to(device) if test is not None else None)
     train_eval = Dataset(train.x[:eval_train_size], train.y[:eval_train_size])
-    opt = BatchedAdamW(list(model.parameters()), _per_model(lr, M, "lr", device),
-                       _per_model(weight_decay, M, "weight_decay", device), betas=betas)
+    wd_schedule = _weight_decay_schedule(weight_decay, M, device)
+    opt = BatchedAdamW(list(model.parameters()), _per_model(lr, M, "lr", device), wd_schedule[0][1], betas=betas)
     history, step = History(), 0
     snapshot_steps = set(int(s) for s in snapshot_steps)
 
     ckpt = Path(checkpoint_dir) / "last.pt" if checkpoint_dir is not None else None
-    key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), wd=opt.weight_decay.tolist(),
-                   betas=betas, eval_every=eval_every)
+    key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
+                   wd=[(k, v.tolist()) for k, v in wd_schedule])
     if ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         if state["key"] == key and state["step"] <= steps:
@@ -231,11 +241,16 @@ def train_ensemble(
         record()
     batches = None
     while step < steps:
-        epoch, within = divmod(step, n_batches)
-        if batches is None or within == 0:
-            batches = torch.stack([_batch_indices(s, epoch, N, batch_size, device) for s in model.seeds], 1)
-        idx = batches[within]                                    # (M, batch_size)
-        loss, _ = losses_and_accuracy(model(train.x[idx]), train.y[idx])
+        if batch_size == N:                                      # full batch: every model sees (N, T)
+            x, y = train.x, train.y
+        else:
+            epoch, within = divmod(step, n_batches)
+            if batches is None or within == 0:
+                batches = torch.stack([_batch_indices(s, epoch, N, batch_size, device) for s in model.seeds], 1)
+            idx = batches[within]                                # (M, batch_size)
+            x, y = train.x[idx], train.y[idx]
+        opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
+        loss, _ = losses_and_accuracy(model(x), y)
         model.zero_grad(set_to_none=False)
         loss.sum().backward()                                    # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
         opt.step()
@@ -250,3 +265,93 @@ def train_ensemble(
     bar.close()
     model.eval()
     return history
+
+
+def _mse_and_accuracy(out: Tensor, target: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """Return per-model MSE (mean over examples and outputs) and argmax accuracy (M,), (M,) of out (M, B, C)."""
+    loss = (out - target).square().mean(dim=(1, 2))
+    acc = (out.argmax(-1) == labels).float().mean(-1)
+    return loss, acc
+
+
+def train_mse(
+    model: torch.nn.Module,
+    x: Tensor,
+    labels: Tensor,
+    x_test: Tensor | None = None,
+    labels_test: Tensor | None = None,
+    *,
+    steps: int,
+    lr: float | Sequence[float] = 1e-3,
+    weight_decay: float | Sequence[float] = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eval_every: int = 10,
+    snapshot_steps: Sequence[int] = (),
+    progress: bool = True,
+) -> History:
+    """Return the history of M stacked models (``model(x)`` → (M, N, C)) trained full batch on MSE to one-hot labels.
+
+    Inputs x (N, d_in), integer labels (N,); the targets are one-hot rows of width C. Every model
+    takes one :class:`BatchedAdamW` step per epoch (full batch); ``history.steps`` counts epochs and
+    the loss curves hold the MSE, the accuracy curves the argmax accuracy.
+    """
+    device = next(model.parameters()).device
+    M = model.n_models
+    if steps < 0 or eval_every < 1:
+        raise ValueError(f"steps >= 0 and eval_every >= 1 required, got steps={steps}, eval_every={eval_every}")
+    if x.dim() != 2 or labels.shape != (x.shape[0],):
+        raise ValueError(f"x must be (N, d_in) and labels (N,), got {tuple(x.shape)} and {tuple(labels.shape)}")
+    x, labels = x.to(device), labels.to(device)
+    n_classes = model(x[:1]).shape[-1]
+    target = F.one_hot(labels, n_classes).to(x.dtype)
+    if x_test is not None:
+        x_test, labels_test = x_test.to(device), labels_test.to(device)
+        target_test = F.one_hot(labels_test, n_classes).to(x.dtype)
+    opt = BatchedAdamW(list(model.parameters()), _per_model(lr, M, "lr", device),
+                       _per_model(weight_decay, M, "weight_decay", device), betas=betas)
+    history, snapshot_steps = History(), set(int(s) for s in snapshot_steps)
+
+    def record(step: int) -> None:
+        with torch.no_grad():
+            history.steps.append(step)
+            loss, acc = _mse_and_accuracy(model(x), target, labels)
+            history.train_loss.append(loss.tolist())
+            history.train_acc.append(acc.tolist())
+            if x_test is not None:
+                loss, acc = _mse_and_accuracy(model(x_test), target_test, labels_test)
+                history.test_loss.append(loss.tolist())
+                history.test_acc.append(acc.tolist())
+        if step in snapshot_steps:
+            history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+    model.train()
+    record(0)
+    for step in tqdm(range(1, steps + 1), desc=f"training {M} model(s)", disable=not progress, mininterval=1.0):
+        loss, _ = _mse_and_accuracy(model(x), target, labels)
+        model.zero_grad(set_to_none=False)
+        loss.sum().backward()                                    # models are independent
+        opt.step()
+        if step % eval_every == 0 or step == steps or step in snapshot_steps:
+            record(step)
+    model.eval()
+    return history
+
+
+def steepest_rise(steps: Sequence[float], curve: Sequence[float]) -> tuple[float, float]:
+    """Return (step, rate) where the curve (S,) over ``steps`` (S,) rises fastest (central differences, uneven steps allowed)."""
+    import numpy as np
+
+    steps, curve = np.asarray(steps, dtype=float), np.asarray(curve, dtype=float)
+    if steps.ndim != 1 or steps.shape != curve.shape or len(steps) < 2:
+        raise ValueError(f"steps and curve must be (S,) with S >= 2, got {steps.shape} and {curve.shape}")
+    rate = np.gradient(curve, steps)
+    i = int(np.argmax(rate))
+    return float(steps[i]), float(rate[i])
+
+
+def first_step_reaching(steps: Sequence[float], curve: Sequence[float], level: float) -> float | None:
+    """Return the first step (from ``steps`` (S,)) at which ``curve`` (S,) is ≥ ``level``, or None if it never is."""
+    for step, value in zip(steps, curve):
+        if value >= level:
+            return float(step)
+    return None

@@ -1,0 +1,127 @@
+"""ACE against independent references: the SVD of H·Jᵀ in fp64, finite differences, per-example autograd."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from corekit import ace
+
+torch.manual_seed(0)
+
+
+def _readout(M=2, D=6, K=4, seed=0):
+    """A nonlinear per-example readout h (M, N, D) -> (M, N, K) and its weights."""
+    gen = torch.Generator().manual_seed(seed)
+    W = torch.randn(M, D, K, generator=gen, dtype=torch.float64)
+    return (lambda h: torch.tanh(torch.einsum("mnd,mdk->mnk", h, W))), W
+
+
+def test_output_jacobian_matches_finite_differences_and_autograd_loop():
+    fn, _ = _readout()
+    h = torch.randn(2, 5, 6, dtype=torch.float64)
+    J = ace.output_jacobian(fn, h)                                   # (M, N, K, D)
+    eps = 1e-6
+    for m, n, d in [(0, 0, 0), (1, 3, 5), (0, 4, 2)]:
+        dh = torch.zeros_like(h)
+        dh[m, n, d] = eps
+        fd = (fn(h + dh) - fn(h - dh))[m, n] / (2 * eps)
+        torch.testing.assert_close(J[m, n, :, d], fd, atol=1e-8, rtol=1e-6)
+    for m, n, k in itertools.product(range(2), range(5), range(4)):
+        x = h.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(fn(x)[m, n, k], x)
+        torch.testing.assert_close(J[m, n, k], g[m, n])
+
+
+def test_extract_spectrum_is_the_svd_of_H_Jt_in_fp64():
+    fn, _ = _readout(M=2, D=6, K=4)
+    h = torch.randn(2, 300, 6, dtype=torch.float64) @ torch.randn(6, 6, dtype=torch.float64)
+    obs = ace.observability(fn, h, chunk=64)
+    core = ace.extract(h.float(), obs)
+    J = ace.output_jacobian(fn, h).numpy()
+    for m in range(2):
+        Hc = (h[m] - h[m].mean(0)).numpy() / np.sqrt(h.shape[1] - 1)
+        Js = J[m].reshape(-1, 6) / np.sqrt(h.shape[1])              # (N·K, D)
+        ref = np.linalg.svd(Hc @ Js.T, compute_uv=False)[:4]        # rank ≤ K
+        np.testing.assert_allclose(core.sigma[m, :4].numpy(), ref, rtol=1e-5)
+        cov = Hc.T @ Hc
+        eig = np.sort(np.linalg.eigvals(cov @ obs[m].numpy()).real)[::-1][:4]
+        np.testing.assert_allclose(core.sigma[m, :4].numpy() ** 2, eig, rtol=1e-6)
+    eye = torch.eye(6, dtype=torch.float64).expand(2, 6, 6)
+    torch.testing.assert_close(core.basis.transpose(1, 2) @ core.basis, eye, atol=1e-10, rtol=0)
+
+
+def test_extract_finds_a_planted_core():
+    # Activations vary in 5 directions; the readout sees only a 2-D subspace of them.
+    gen = torch.Generator().manual_seed(1)
+    D = 8
+    basis = torch.linalg.qr(torch.randn(D, D, generator=gen, dtype=torch.float64))[0]
+    z = torch.randn(2000, 5, generator=gen, dtype=torch.float64)
+    z = torch.linalg.qr(z - z.mean(0))[0] * 2000 ** 0.5           # sample covariance exactly diagonal
+    z = (z * torch.tensor([3.0, 2.0, 1.5, 1.0, 0.5], dtype=torch.float64))[None]
+    h = z @ basis[:, :5].T + 1.0
+    W = basis[:, :2][None]                                          # readout = projection on 2 dims
+    obs = W @ W.transpose(1, 2)
+    core = ace.extract(h, obs)
+    assert int(ace.energy_rank(core.sigma, 0.999)) == 2
+    overlap = (core.q(2)[0].T @ basis[:, :2]).pow(2).sum() / 2
+    assert float(overlap) == pytest.approx(1.0, abs=1e-10)
+
+
+def test_energy_rank():
+    sigma = torch.tensor([[2.0, 1.0, 0.1, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    assert ace.energy_rank(sigma, 0.99).tolist() == [2, 4]
+    assert ace.energy_rank(sigma, 0.999).tolist() == [3, 4]
+    with pytest.raises(ValueError, match="threshold"):
+        ace.energy_rank(sigma, 1.5)
+
+
+def test_ablations_decompose_about_the_mean():
+    h = torch.randn(2, 50, 5, dtype=torch.float64)
+    q = torch.linalg.qr(torch.randn(2, 5, 2, dtype=torch.float64))[0]
+    mean = h.mean(1)
+    keep, rem, fl = ace.keep_only(h, q, mean), ace.remove(h, q, mean), ace.flip(h, q, mean)
+    torch.testing.assert_close(keep + rem - h, mean[:, None, :].expand_as(h))   # the parts add up
+    torch.testing.assert_close(torch.einsum("mnd,mdr->mnr", rem - mean[:, None], q), torch.zeros(2, 50, 2, dtype=torch.float64))
+    torch.testing.assert_close(fl, 2 * rem - h)                                 # reflection about the mean
+    proj = q @ q.transpose(1, 2)
+    torch.testing.assert_close(keep, mean[:, None] + (h - mean[:, None]) @ proj)
+
+
+def test_rank_rules_pick_first_qualifying_rank():
+    ranks = [0, 1, 2, 3]
+    keep = torch.tensor([[0.2, 0.5, 0.9, 0.9995], [0.2, 0.2, 0.2, 0.2]])
+    assert ace.sufficient_rank(keep, torch.tensor([1.0, 1.0]), ranks).tolist() == [3, -1]
+    remove = torch.tensor([[0.9, 0.5, 0.05, 0.01], [0.9, 0.01, 0.0, 0.0]])
+    assert ace.necessary_rank(remove, 0.05, ranks).tolist() == [2, 1]
+
+
+def test_fit_operators_recover_known_dynamics():
+    A = torch.tensor([[0.75, -0.25], [0.25, 0.75]], dtype=torch.float64)
+    z = torch.randn(1, 4000, 2, dtype=torch.float64)
+    torch.testing.assert_close(ace.fit_transition_operator(z, z @ A.T)[0], A)
+    theta = 2 * np.pi / 7
+    rot = torch.tensor([[np.cos(theta), np.sin(theta)], [-np.sin(theta), np.cos(theta)]])
+    means = torch.stack([torch.tensor([np.cos(c * theta), np.sin(c * theta)]) for c in range(7)])[None]
+    torch.testing.assert_close(ace.fit_shift_operator(means)[0], rot, atol=1e-10, rtol=0)
+
+
+def test_eigenvalue_error_matches_brute_force_matching():
+    rng = np.random.default_rng(0)
+    fitted = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    ref = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    # the assignment minimises the total cost; among optimal assignments the reported value is its max
+    best = min(itertools.permutations(range(4)), key=lambda p: sum(abs(fitted[i] - ref[p[i]]) for i in range(4)))
+    assert ace.eigenvalue_error(fitted, ref) == pytest.approx(max(abs(fitted[i] - ref[best[i]]) for i in range(4)))
+    assert ace.eigenvalue_error(fitted[:3], ref) == float("inf")
+
+
+def test_unit_circle_and_frequency_modes_of_rotations():
+    p = 11
+    rotation_eigs = np.exp(2j * np.pi * np.array([1, -1, 3, -3, 5]) / p)
+    shrunk = 0.5 * np.exp(2j * np.pi * 2 / p)
+    assert ace.unit_circle_fraction(np.r_[rotation_eigs, shrunk], p) == pytest.approx(5 / 6)
+    assert ace.frequency_modes(np.r_[rotation_eigs, shrunk], p) == [1, 3, 5]
+    # the operator c -> c+1 on the full Fourier basis of Z_p has every mode 0..floor(p/2)
+    shift = np.roll(np.eye(p), 1, axis=1)
+    assert ace.frequency_modes(np.linalg.eigvals(shift), p) == list(range(p // 2 + 1))

@@ -1,0 +1,34 @@
+"""Claims: the metrics-file schema, failing claims shown (not raised), rendering."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from corekit.claims import Claims
+
+
+def test_metrics_file_schema_and_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("COREKIT_METRICS", str(tmp_path / "nb.metrics.json"))
+    claims = Claims("nb", parameters={"seeds": [0, 1], "T": np.eye(2)})
+    claims.add("good", np.float32(0.995), paper=0.99, target="≥ 0.99", passed=True)
+    claims.add("bad", torch.tensor([1, 2]), paper=3, target="= 3", passed=np.bool_(False))
+    claims.add("info", 0.5 + 0.25j, target="reported")
+    path = claims.write()
+    data = json.loads(path.read_text())
+    assert set(data) == {"notebook", "parameters", "runtime_s", "claims"}
+    assert data["parameters"] == {"seeds": [0, 1], "T": [[1.0, 0.0], [0.0, 1.0]]}
+    assert [c["pass"] for c in data["claims"]] == [True, False, None]
+    assert data["claims"][1]["measured"] == [1, 2]
+    assert data["claims"][2]["measured"] == [0.5, 0.25]
+    assert all(set(c) == {"id", "paper", "measured", "target", "pass"} for c in data["claims"])
+
+
+def test_table_shows_failures_and_rejects_duplicate_ids():
+    claims = Claims("nb", parameters={})
+    claims.add("x", 1.0, target="= 2", passed=False, paper=2)
+    html = claims.table()._repr_html_()
+    assert "FAIL" in html and "corekit-claims" in html
+    assert "| `x` | 2 | 1 | = 2 | FAIL |" in claims.table()._repr_markdown_()
+    with pytest.raises(ValueError, match="twice"):
+        claims.add("x", 2.0, target="= 2")

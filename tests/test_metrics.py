@@ -1,0 +1,67 @@
+"""Representation metrics against independent references (scipy, scikit-learn, closed forms)."""
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+from sklearn.cross_decomposition import CCA
+
+from corekit import metrics
+
+
+def _correlated(n=3000, dx=4, dy=3, seed=0):
+    rng = np.random.default_rng(seed)
+    shared = rng.standard_normal((n, 2))
+    X = np.c_[shared @ rng.standard_normal((2, dx)), np.zeros((n, 0))] + 0.5 * rng.standard_normal((n, dx))
+    Y = shared @ rng.standard_normal((2, dy)) + 0.8 * rng.standard_normal((n, dy))
+    return X, Y
+
+
+def test_cca_matches_whitened_covariance_reference():
+    X, Y = _correlated()
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    Sxx, Syy, Sxy = Xc.T @ Xc, Yc.T @ Yc, Xc.T @ Yc
+    ref = scipy.linalg.svdvals(scipy.linalg.sqrtm(np.linalg.inv(Sxx)) @ Sxy @ scipy.linalg.sqrtm(np.linalg.inv(Syy)))
+    ours = metrics.cca(torch.tensor(X), torch.tensor(Y), ridge=0.0).numpy()
+    np.testing.assert_allclose(ours, np.sort(ref.real)[::-1], atol=1e-8)
+
+
+def test_cca_first_correlation_matches_scikit_learn():
+    X, Y = _correlated(seed=1)
+    Xs, Ys = CCA(n_components=1, max_iter=2000, tol=1e-10).fit_transform(X, Y)
+    ref = np.corrcoef(Xs[:, 0], Ys[:, 0])[0, 1]
+    assert float(metrics.cca(torch.tensor(X), torch.tensor(Y))[0]) == pytest.approx(abs(ref), abs=1e-4)
+
+
+def test_cca_is_invariant_to_invertible_maps():
+    X, _ = _correlated(seed=2)
+    A = np.random.default_rng(3).standard_normal((4, 4))
+    cc = metrics.cca(torch.tensor(X), torch.tensor(X @ A + 5.0), ridge=0.0)
+    np.testing.assert_allclose(cc.numpy(), 1.0, atol=1e-6)
+
+
+def test_cca_rejects_mismatched_samples():
+    with pytest.raises(ValueError, match="same N"):
+        metrics.cca(torch.zeros(5, 2), torch.zeros(4, 2))
+
+
+def test_projector_overlap_extremes_and_random_mean():
+    Q = metrics.random_orthonormal(16, 3, 1, seed=0)[0]
+    rot = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64))[0]
+    assert float(metrics.projector_overlap(Q, Q @ rot)) == pytest.approx(1.0)       # basis-independent
+    E = torch.eye(16, dtype=torch.float64)
+    assert float(metrics.projector_overlap(E[:, :3], E[:, 3:6])) == pytest.approx(0.0)
+    samples = metrics.random_projector_overlap(64, 3, 3, n=4000)
+    assert float(samples.mean()) == pytest.approx(3 / 64, rel=0.05)
+
+
+def test_principal_angles_match_scipy():
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((10, 3)), rng.standard_normal((10, 2))
+    ours = metrics.principal_angles(torch.tensor(A), torch.tensor(B)).numpy()
+    np.testing.assert_allclose(np.sort(ours), np.sort(scipy.linalg.subspace_angles(A, B)), atol=1e-10)
+
+
+def test_cosine_matrix_and_off_diagonal():
+    W = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    C = metrics.cosine_matrix(W)
+    np.testing.assert_allclose(metrics.off_diagonal(C), [0.0, 2 ** -0.5, 2 ** -0.5], atol=1e-12)

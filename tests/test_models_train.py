@@ -1,0 +1,156 @@
+"""Batched models and trainer: against a plain per-model reference, torch.optim.AdamW and lone runs."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from corekit.device import default_device
+from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.train import BatchedAdamW, Dataset, train_ensemble
+
+CFG = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm="post")
+
+
+def _reference_forward(model, m, tokens):
+    """One model's logits computed with torch's own attention and layer norm (an independent path)."""
+    c, P = model.config, lambda name: model.p(name)[m]
+    x = P("W_E")[tokens] + P("W_pos")[: tokens.shape[-1]]
+    for i in range(c.n_layers):
+        def split(W):
+            return torch.einsum("btd,hde->bhte", x, W)
+        att = F.scaled_dot_product_attention(split(P(f"{i}.W_Q")), split(P(f"{i}.W_K")), split(P(f"{i}.W_V")),
+                                             is_causal=True)
+        att = torch.einsum("bhte,hed->btd", att, P(f"{i}.W_O")) + P(f"{i}.b_O")
+        ln = lambda y, j: F.layer_norm(y, (c.d_model,), P(f"{i}.ln{j}_w"), P(f"{i}.ln{j}_b"))  # noqa: E731
+        x = ln(x + att, 1)
+        mlp = F.relu(x @ P(f"{i}.W_in") + P(f"{i}.b_in")) @ P(f"{i}.W_out") + P(f"{i}.b_out")
+        x = ln(x + mlp, 2)
+    return x @ P("W_U") + P("b_U")
+
+
+def test_batched_forward_matches_per_model_reference():
+    model = BatchedTransformer(CFG, seeds=[0, 1, 2]).double()
+    tokens = torch.randint(0, 5, (4, 8))
+    logits = model(tokens)
+    for m in range(3):
+        torch.testing.assert_close(logits[m], _reference_forward(model, m, tokens))
+
+
+def test_each_seed_initialises_the_same_model_in_any_ensemble():
+    a, b = BatchedTransformer(CFG, seeds=[3, 7]), BatchedTransformer(CFG, seeds=[7])
+    for name, p in a.params.items():
+        torch.testing.assert_close(p[1], b.params[name][0])
+
+
+def test_config_errors_name_the_parameter():
+    with pytest.raises(ValueError, match="divisible by n_heads"):
+        TransformerConfig(vocab=4, n_ctx=8, d_model=10, n_heads=4)
+    with pytest.raises(ValueError, match="norm must be one of"):
+        TransformerConfig(vocab=4, n_ctx=8, norm="rms")
+    with pytest.raises(ValueError, match="exceeds n_ctx"):
+        BatchedTransformer(CFG, [0])(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_batched_adamw_matches_torch_adamw_per_model():
+    torch.manual_seed(0)
+    lr, wd = torch.tensor([1e-2, 3e-2]), torch.tensor([0.0, 0.5])
+    stacked = torch.randn(2, 3, 4, requires_grad=True)
+    opt = BatchedAdamW([stacked], lr, wd, betas=(0.9, 0.98))
+    singles = [stacked.detach()[m].clone().requires_grad_(True) for m in range(2)]
+    refs = [torch.optim.AdamW([singles[m]], lr=float(lr[m]), weight_decay=float(wd[m]), betas=(0.9, 0.98))
+            for m in range(2)]
+    for step in range(25):
+        target = torch.randn(3, 4)
+        stacked.grad = None
+        ((stacked - target) ** 3).sum().backward()
+        opt.step()
+        for m in range(2):
+            refs[m].zero_grad()
+            ((singles[m] - target) ** 3).sum().backward()
+            refs[m].step()
+    for m in range(2):
+        torch.testing.assert_close(stacked.detach()[m], singles[m].detach(), rtol=1e-5, atol=1e-6)
+
+
+def _data(n=96, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 5, (n, 8), generator=gen)
+    return Dataset(x, (x.cumsum(1) % 5))                 # running sum mod 5 at every position
+
+
+def test_ensemble_equals_independent_runs():
+    train, test = _data(), _data(seed=1)
+    kwargs = dict(steps=30, batch_size=32, lr=[3e-3, 1e-3, 2e-3], weight_decay=[0.0, 0.1, 1.0],
+                  eval_every=10, progress=False)
+    ensemble = BatchedTransformer(CFG, seeds=[0, 1, 2])
+    hist = train_ensemble(ensemble, train, test, **kwargs)
+    for m, seed in enumerate([0, 1, 2]):
+        lone = BatchedTransformer(CFG, seeds=[seed])
+        lone_hist = train_ensemble(lone, train, test, **{**kwargs, "lr": kwargs["lr"][m],
+                                                          "weight_decay": kwargs["weight_decay"][m]})
+        for name, p in ensemble.params.items():
+            torch.testing.assert_close(p[m], lone.params[name][0], rtol=1e-4, atol=1e-5)
+        assert hist.curve("test_loss")[:, m].tolist() == pytest.approx(lone_hist.curve("test_loss")[:, 0].tolist(),
+                                                                      rel=1e-4)
+
+
+def test_interrupted_run_resumes_to_the_same_result(tmp_path):
+    train = _data()
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.1)
+    kwargs = dict(batch_size=32, lr=3e-3, eval_every=5, checkpoint_every=10, progress=False)
+    torch.manual_seed(0)
+    full = BatchedTransformer(cfg, seeds=[0, 1])
+    full_hist = train_ensemble(full, train, steps=40, **kwargs)
+    torch.manual_seed(0)
+    part = BatchedTransformer(cfg, seeds=[0, 1])
+    train_ensemble(part, train, steps=20, checkpoint_dir=tmp_path, **kwargs)      # "interrupted" at step 20
+    torch.manual_seed(123)                                                          # a new process
+    resumed = BatchedTransformer(cfg, seeds=[0, 1])
+    hist = train_ensemble(resumed, train, steps=40, checkpoint_dir=tmp_path, **kwargs)
+    for name, p in full.params.items():
+        torch.testing.assert_close(resumed.params[name], p)
+    assert hist.steps == full_hist.steps
+
+
+def test_training_learns_and_snapshots():
+    train = _data(256)
+    model = BatchedTransformer(CFG, seeds=[0])
+    hist = train_ensemble(model, train, steps=150, batch_size=64, lr=1e-2, eval_every=50,
+                          snapshot_steps=[50], progress=False)
+    acc = hist.curve("train_acc")[:, 0]
+    assert acc[-1] > acc[0] + 0.2
+    assert set(hist.snapshots) == {50}
+
+
+def test_bad_training_arguments():
+    with pytest.raises(ValueError, match="one per model"):
+        train_ensemble(BatchedTransformer(CFG, [0, 1]), _data(), steps=1, lr=[1e-3, 1e-3, 1e-3], progress=False)
+    with pytest.raises(ValueError, match="same N"):
+        Dataset(torch.zeros(3, 4, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_cuda_request_without_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        default_device("cuda")
+    with pytest.raises(ValueError, match="device must be"):
+        default_device("tpu:x")
+    assert default_device("auto").type == "cpu"
+
+
+def test_weight_decay_schedule_forks_a_branch():
+    train = _data()
+    model = BatchedTransformer(CFG, seeds=[4, 4])                     # two copies of one model
+    hist = train_ensemble(model, train, steps=20, batch_size=32, lr=3e-3, weight_decay={0: 1.0, 10: [1.0, 0.0]},
+                          eval_every=5, snapshot_steps=[10], progress=False)
+    before = hist.snapshots[10]
+    for name, p in before.items():
+        torch.testing.assert_close(p[0], p[1])                        # identical until the fork
+    assert not torch.allclose(model.p("W_U")[0], model.p("W_U")[1])   # different after it
+    lone = BatchedTransformer(CFG, seeds=[4])
+    train_ensemble(lone, train, steps=20, batch_size=32, lr=3e-3, weight_decay=1.0, eval_every=5, progress=False)
+    torch.testing.assert_close(model.p("W_U")[0], lone.p("W_U")[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="from step 0"):
+        train_ensemble(lone, train, steps=1, weight_decay={5: 0.0}, progress=False)
