@@ -47,10 +47,11 @@ betas = [0.9, 0.999]
 epochs = 500
 seed = 0
 data_seed = 0
-top_k = 200
+top_k = 200  # eigenpairs; at least 8⌊p/2⌋ + 2 are computed (both cliffs and the one after)
 n_snapshots = 24
 eval_every = 5
 device = "auto"
+cpu_threads = 1  # torch threads on a CPU (0: torch default); small models gain nothing from more
 
 # %%
 import numpy as np
@@ -67,12 +68,18 @@ from corekit.train import first_step_reaching, steepest_rise, train_mse
 plots.use_style()
 p = check_modulus(p)
 n_cliff = 4 * (p // 2)                          # expected size of each cliff
-if top_k < 2 * n_cliff + 2 or top_k > p * p:
-    raise ValueError(f"top_k must be in {2 * n_cliff + 2}..{p * p} (both cliffs and the eigenvalue after them), got {top_k}")
+if 2 * n_cliff + 2 > p * p:
+    raise ValueError(f"p must be at least 5 for two cliffs of 4⌊p/2⌋ eigenvectors among p² inputs, got {p}")
+if not 1 <= top_k <= p * p:
+    raise ValueError(f"top_k must be in 1..{p * p} (p² inputs), got {top_k}")
+n_eig = max(top_k, 2 * n_cliff + 2)            # both cliffs and the eigenvalue after them, at least
 dev = default_device(device)
+if dev.type == "cpu" and cpu_threads:
+    torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
 claims = Claims("05_entk_mlp_modular", parameters=dict(
     p=p, width=width, train_frac=train_frac, lr=lr, weight_decay=weight_decay, betas=betas, epochs=epochs,
-    seed=seed, data_seed=data_seed, top_k=top_k, n_snapshots=n_snapshots, eval_every=eval_every, device=str(dev)))
+    seed=seed, data_seed=data_seed, top_k=top_k, n_snapshots=n_snapshots, eval_every=eval_every, device=str(dev),
+    cpu_threads=cpu_threads))
 
 # %% [markdown]
 # ## Training
@@ -118,7 +125,7 @@ print(f"final train accuracy {train_acc[-1]:.4f}, test accuracy {test_acc[-1]:.4
 fm = entk.functional_mlp(model).to(torch.float64)
 per_layer = entk.kernels(fm, X.double(), mode="class_mean")             # {"W_1": (p², p²), "W_2": (p², p²)}
 K = entk.total(per_layer)
-eig = entk.top_eigenpairs(K, top_k)
+eig = entk.top_eigenpairs(K, n_eig)
 edge1, edge2 = entk.cliff_edges(eig.values, n_edges=2, start=1)
 cliff1_size, cliff2_size = edge1 - 1, edge2 - edge1
 constant_overlap = fourier.alignment(eig.vectors[:, :1], torch.ones(p * p, 1, dtype=torch.float64),
@@ -126,7 +133,7 @@ constant_overlap = fourier.alignment(eig.vectors[:, :1], torch.ones(p * p, 1, dt
 
 values = eig.values.cpu().numpy()
 fig, ax = plt.subplots(figsize=(7, 3.6))
-ax.semilogy(np.arange(top_k), values, ".", ms=4, color="black")
+ax.semilogy(np.arange(n_eig), values, ".", ms=4, color="black")
 ax.axvspan(0.5, n_cliff + 0.5, color="#0072B2", alpha=0.12, label=f"expected cliff 1: 1…{n_cliff}")
 ax.axvspan(n_cliff + 0.5, 2 * n_cliff + 0.5, color="#D55E00", alpha=0.12,
            label=f"expected cliff 2: {n_cliff + 1}…{2 * n_cliff}")
@@ -231,6 +238,7 @@ ax2.set(xlabel="epoch", ylabel="rate / its maximum", title="Derivatives")
 ax2.legend()
 for ax in (ax1, ax2):
     ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(left=0)
 plots.savefig(fig, "alignment_dynamics")
 plt.show()
 print(f"cliff-2 alignment rises fastest at epoch {peak_epoch:.0f}; test accuracy rises fastest at epoch "

@@ -1,0 +1,260 @@
+"""eNTK kernels, kernel-vector products and Lanczos, against independent references (fp64)."""
+import math
+
+import pytest
+import torch
+
+from corekit import entk
+from corekit.models import BatchedQuadraticMLP, BatchedTransformer, TransformerConfig
+
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    """Run every test of this module in float64, then restore the default dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def _tiny_transformer(norm="none", bias=False, seeds=(0, 1)):
+    cfg = TransformerConfig(vocab=6, n_ctx=3, d_model=8, n_heads=2, d_mlp=12, norm=norm, bias=bias, n_out=5)
+    return BatchedTransformer(cfg, list(seeds)).double()
+
+
+def _tokens(n=6, seed=0):
+    return torch.randint(0, 6, (n, 3), generator=torch.Generator().manual_seed(seed))
+
+
+def _naive_full_kernels(model, m, tokens):
+    """Per-parameter full kernels (N, C, N, C) from per-example, per-class torch.autograd.grad on the nn.Module."""
+    names = {key: key.replace("_", ".", 1) if key[0].isdigit() else key for key in model.params}
+    rows = []
+    for n in range(tokens.shape[0]):
+        logits = model(tokens[n:n + 1])[m, 0, -1]
+        per_class = []
+        for c in range(logits.shape[0]):
+            grads = torch.autograd.grad(logits[c], list(model.params.values()), retain_graph=True, allow_unused=True)
+            per_class.append({names[k]: (g[m] if g is not None else torch.zeros_like(v[m])).flatten()
+                              for (k, v), g in zip(model.params.items(), grads)})
+        rows.append(per_class)
+    out = {}
+    for name in names.values():
+        J = torch.stack([torch.stack([rows[n][c][name] for c in range(len(rows[0]))]) for n in range(len(rows))])
+        out[name] = torch.einsum("ncp,mdp->ncmd", J, J)
+    return out
+
+
+def _reduce(K_full, mode):
+    """A full kernel (N, C, N, C) reduced to ``mode`` (independent of corekit.entk.contract)."""
+    C = K_full.shape[1]
+    if mode == "full":
+        return K_full
+    if mode == "blocks":
+        return torch.stack([K_full[:, c, :, c] for c in range(C)])
+    if mode == "class_mean":
+        return sum(K_full[:, c, :, c] for c in range(C)) / C
+    return K_full.sum(dim=(1, 3)) / C**2
+
+
+@pytest.mark.parametrize("norm,bias", [("none", False), ("pre", True), ("post", True)])
+def test_functional_transformer_matches_the_module(norm, bias):
+    model = _tiny_transformer(norm, bias)
+    tokens = _tokens()
+    fm = entk.functional_transformer(model, 1)
+    torch.testing.assert_close(fm(fm.params, tokens), model(tokens)[1, :, -1])
+    snapshot = {k: v.clone() for k, v in model.state_dict().items()}
+    other = _tiny_transformer(norm, bias, seeds=(7, 8))                     # parameters from the snapshot
+    from_state = entk.functional_transformer(other, 0, state=snapshot)
+    torch.testing.assert_close(from_state(from_state.params, tokens), model(tokens)[0, :, -1])
+
+
+def test_functional_mlp_matches_the_module():
+    model = BatchedQuadraticMLP(6, 5, 3, seeds=[0, 4]).double()
+    x = torch.randn(7, 6)
+    fm = entk.functional_mlp(model, 1)
+    torch.testing.assert_close(fm(fm.params, x), model(x)[1])
+    torch.testing.assert_close(fm(fm.params, x),
+                               ((x @ model.p("W_1")[1] / math.sqrt(6)) ** 2) @ model.p("W_2")[1] / 5)
+
+
+@pytest.mark.parametrize("norm,bias", [("none", False), ("pre", True)])
+def test_structured_kernels_match_naive_autograd_in_every_mode(norm, bias):
+    model = _tiny_transformer(norm, bias)
+    tokens = _tokens()
+    naive = _naive_full_kernels(model, 1, tokens)
+    fm = entk.functional_transformer(model, 1)
+    for mode in entk.MODES:
+        ours = entk.kernels(fm, tokens, mode=mode, class_chunk=2)
+        assert set(ours) == set(naive)
+        for name in naive:
+            torch.testing.assert_close(ours[name], _reduce(naive[name], mode), atol=1e-10, rtol=1e-9,
+                                       msg=f"{mode} kernel of {name}")
+
+
+def test_mlp_kernels_match_finite_differences():
+    model = BatchedQuadraticMLP(6, 4, 3, seeds=[3]).double()
+    fm = entk.functional_mlp(model)
+    x = torch.eye(6)[torch.tensor([[0, 3], [1, 4], [2, 5], [0, 5]])].sum(1)   # one-hot pairs (N=4, 6)
+    eps = 1e-6
+    jac = {}
+    for name, value in fm.params.items():
+        cols = []
+        for i in range(value.numel()):
+            d = torch.zeros_like(value).flatten()
+            d[i] = eps
+            up = fm({**fm.params, name: value + d.view_as(value)}, x)
+            down = fm({**fm.params, name: value - d.view_as(value)}, x)
+            cols.append((up - down) / (2 * eps))
+        jac[name] = torch.stack(cols, dim=-1)                                  # (N, C, P)
+    ours = entk.kernels(fm, x, mode="full")
+    for name, J in jac.items():
+        torch.testing.assert_close(ours[name], torch.einsum("ncp,mdp->ncmd", J, J), atol=1e-7, rtol=1e-6)
+
+
+def test_transformer_kernel_matches_finite_differences_along_a_direction():
+    model = _tiny_transformer()
+    fm = entk.functional_transformer(model, 0)
+    tokens = _tokens(4)
+    gen = torch.Generator().manual_seed(5)
+    # Σ_μ J_μ(x) u_μ by central differences along a random direction u, for every parameter tensor:
+    # ⟨J(x) u, J(x') u⟩ averaged over u ~ N(0, I) is K(x, x'); here check J u itself against the Jacobians.
+    J = entk.jacobians(fm, fm.params, tokens)
+    for name, value in fm.params.items():
+        u = torch.randn(value.shape, generator=gen)
+        eps = 1e-6
+        up, down = fm({**fm.params, name: value + eps * u}, tokens), fm({**fm.params, name: value - eps * u}, tokens)
+        fd = (up - down) / (2 * eps)
+        torch.testing.assert_close(torch.einsum("ncp,p->nc", J[name].flatten(2), u.flatten()), fd, atol=1e-7, rtol=1e-6)
+
+
+def test_per_parameter_kernels_sum_to_the_full_kernel():
+    model = _tiny_transformer("pre", True)
+    fm = entk.functional_transformer(model, 0)
+    tokens = _tokens(5, seed=3)
+    J = entk.jacobians(fm, fm.params, tokens)
+    J_all = torch.cat([j.flatten(2) for j in J.values()], dim=2)            # one Jacobian of every parameter
+    for mode in entk.MODES:
+        per_param = entk.kernels(fm, tokens, mode=mode)
+        torch.testing.assert_close(entk.total(per_param), entk.contract(J_all, mode), atol=1e-10, rtol=1e-9)
+    attention = [n for n in fm.params if n.split(".")[-1] in ("W_Q", "W_K", "W_V", "W_O", "b_O")]
+    per_param = entk.kernels(fm, tokens, mode="pair_mean", names=attention)
+    J_att = torch.cat([J[n].flatten(2) for n in attention], dim=2)
+    torch.testing.assert_close(entk.total(per_param), entk.contract(J_att, "pair_mean"))
+
+
+@pytest.mark.parametrize("mode", entk.MODES)
+def test_kernel_vector_products_match_dense_products(mode):
+    model = _tiny_transformer()
+    fm = entk.functional_transformer(model, 0)
+    tokens = _tokens(5, seed=1)
+    N, C = 5, 5
+    names = ["0.W_in", "W_U"]
+    K = entk.total(entk.kernels(fm, tokens, mode=mode, names=names))
+    matvec = entk.kernel_matvec(fm, fm.params, tokens, mode=mode, names=names, chunk=4)
+    gen = torch.Generator().manual_seed(2)
+    shape = {"full": (3, N, C), "blocks": (3, C, N)}.get(mode, (3, N))
+    V = torch.randn(shape, generator=gen)
+    if mode == "full":
+        expected = torch.einsum("ncmd,kmd->knc", K, V)
+    elif mode == "blocks":
+        expected = torch.einsum("cnm,kcm->kcn", K, V)
+    else:
+        expected = V @ K.T
+    torch.testing.assert_close(matvec(V), expected, atol=1e-10, rtol=1e-9)
+
+
+def _psd_with_spectrum(values, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    n = len(values)
+    Q, _ = torch.linalg.qr(torch.randn(n, n, generator=gen))
+    return (Q * torch.as_tensor(values)) @ Q.T
+
+
+def test_lanczos_matches_dense_eigh_eigenvalues_and_subspaces():
+    n = 300
+    tail = 1e-3 * torch.rand(n - 30, generator=torch.Generator().manual_seed(1))
+    values = torch.cat([10.0 * 0.8 ** torch.arange(30.0), tail])
+    K = _psd_with_spectrum(values)
+    ref_w, ref_V = torch.linalg.eigh(K)
+    ref_w, ref_V = ref_w.flip(0), ref_V.flip(1)
+    k = 10
+    ours = entk.top_eigenpairs(lambda V: V @ K, k, n=n, block_size=4, tol=1e-10)
+    assert ours.method == "lanczos" and ours.n_matvecs < n
+    torch.testing.assert_close(ours.values, ref_w[:k], rtol=1e-9, atol=0)
+    for i in range(k):                                                       # principal angle per vector
+        assert abs(float(ours.vectors[:, i] @ ref_V[:, i])) == pytest.approx(1.0, abs=1e-8)
+    torch.testing.assert_close(ours.residuals, (K @ ours.vectors - ours.vectors * ours.values).norm(dim=0),
+                               atol=1e-10, rtol=1e-6)
+    assert float(ours.residuals.max()) <= 1e-10 * float(ref_w[0])
+    dense = entk.top_eigenpairs(K, k)
+    assert dense.method == "dense"
+    torch.testing.assert_close(dense.values, ref_w[:k])
+
+
+def test_lanczos_recovers_degenerate_cos_sin_pairs():
+    # a symmetric circulant on Z_n: eigenvalue pairs with cos / sin eigenvectors, like Fourier features
+    n = 64
+    j = torch.arange(n)
+    c = torch.zeros(n)
+    for freq, amp in ((1, 5.0), (2, 3.0), (3, 2.0), (5, 1.5), (7, 1.0)):
+        c += amp * torch.cos(2 * math.pi * freq * j / n)
+    K = c[(j[:, None] - j[None, :]) % n] / n
+    ours = entk.lanczos(lambda V: V @ K, n, 10, block_size=2, tol=1e-10)
+    expected = torch.tensor([5.0, 5.0, 3.0, 3.0, 2.0, 2.0, 1.5, 1.5, 1.0, 1.0]) / 2
+    torch.testing.assert_close(ours.values, expected, atol=1e-9, rtol=0)
+    for pair, freq in enumerate((1, 2, 3, 5, 7)):
+        F = torch.stack([torch.cos(2 * math.pi * freq * j / n), torch.sin(2 * math.pi * freq * j / n)], 1)
+        Qf, _ = torch.linalg.qr(F)
+        cosines = torch.linalg.svdvals(Qf.T @ ours.vectors[:, 2 * pair:2 * pair + 2])
+        assert float(cosines.min()) == pytest.approx(1.0, abs=1e-8)          # both principal angles ≈ 0
+
+
+def test_lanczos_on_a_matrix_free_kernel_matches_the_dense_kernel():
+    model = _tiny_transformer()
+    fm = entk.functional_transformer(model, 0)
+    tokens = torch.cartesian_prod(torch.arange(5), torch.arange(5), torch.tensor([5]))   # 25 inputs
+    K = entk.total(entk.kernels(fm, tokens, mode="class_mean"))
+    matvec = entk.kernel_matvec(fm, fm.params, tokens, mode="class_mean")
+    ours = entk.top_eigenpairs(matvec, 6, n=25, block_size=3, tol=1e-10)
+    ref = torch.linalg.eigvalsh(K).flip(0)[:6]
+    torch.testing.assert_close(ours.values, ref, rtol=1e-8, atol=1e-12)
+
+
+def test_cliff_edges_find_the_largest_drops():
+    values = torch.tensor([50.0] + [10.0] * 8 + [3.0] * 8 + [1.0, 0.9, 0.8, 0.7])
+    assert entk.cliff_edges(values, 2) == [9, 17]
+    assert entk.cliff_edges(values, 1) == [9]
+
+
+def test_bad_parameters_raise_clear_errors():
+    model = _tiny_transformer()
+    fm = entk.functional_transformer(model, 0)
+    tokens = _tokens()
+    with pytest.raises(ValueError, match="mode must be one of"):
+        entk.kernels(fm, tokens, mode="diagonal")
+    with pytest.raises(ValueError, match="names must list parameters"):
+        entk.kernels(fm, tokens, names=["W_X"])
+    with pytest.raises(ValueError, match="block_size must be an integer >= 2"):
+        entk.lanczos(lambda V: V, 10, 2, block_size=1)
+    with pytest.raises(ValueError, match="k must be in 1..n=10"):
+        entk.lanczos(lambda V: V, 10, 11)
+    with pytest.raises(ValueError, match="model index m=2 is out of range"):
+        entk.functional_transformer(model, 2)
+    with pytest.raises(ValueError, match=r"V must be \(k, 6\)"):
+        entk.kernel_matvec(fm, fm.params, tokens, mode="pair_mean")(torch.zeros(2, 5))
+    with pytest.raises(ValueError, match="n \\(the operator's dimension\\) is required"):
+        entk.top_eigenpairs(lambda V: V, 2)
+
+
+def test_group_eigenpairs_sum_the_groups_kernels():
+    model = _tiny_transformer()
+    fm = entk.functional_transformer(model, 0)
+    tokens = _tokens(6, seed=4)
+    per_param = entk.kernels(fm, tokens, mode="pair_mean")
+    groups = {"mlp": ["0.W_in", "0.W_out"], "unembed": ["W_U"]}
+    eig = entk.group_eigenpairs(per_param, groups, 3)
+    ref = torch.linalg.eigvalsh(per_param["0.W_in"] + per_param["0.W_out"]).flip(0)[:3]
+    torch.testing.assert_close(eig["mlp"].values, ref)
+    assert eig["unembed"].vectors.shape == (6, 3)

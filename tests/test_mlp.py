@@ -1,0 +1,61 @@
+"""The quadratic MLP of the eNTK chapter, its full-batch MSE trainer, and the curve helpers."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from corekit.models import BatchedQuadraticMLP
+from corekit.tasks.modular import modular_addition
+from corekit.train import first_step_reaching, moving_average, steepest_rise, train_mse
+
+
+def test_forward_is_the_papers_formula_and_seeds_are_independent_of_the_ensemble():
+    a, b = BatchedQuadraticMLP(10, 16, 5, seeds=[3, 9]), BatchedQuadraticMLP(10, 16, 5, seeds=[9])
+    torch.testing.assert_close(a.p("W_1")[1], b.p("W_1")[0])
+    x = torch.randn(4, 10)
+    W1, W2 = a.p("W_1")[0], a.p("W_2")[0]
+    torch.testing.assert_close(a(x)[0], ((x @ W1 / math.sqrt(10)) ** 2) @ W2 / 16)
+    assert float(W1.std()) == pytest.approx(1.0, abs=0.15)                  # N(0, 1) initialisation
+
+
+def test_train_mse_follows_torch_adamw_on_a_lone_model():
+    task = modular_addition(5, 0.6, seed=0)
+    x, y = task.one_hot().double(), task.labels
+    model = BatchedQuadraticMLP(10, 8, 5, seeds=[1]).double()
+    W1 = model.p("W_1")[0].detach().clone().requires_grad_()
+    W2 = model.p("W_2")[0].detach().clone().requires_grad_()
+    opt = torch.optim.AdamW([W1, W2], lr=0.01, weight_decay=0.1)
+    xt, target = x[task.train_idx], torch.nn.functional.one_hot(y[task.train_idx], 5).double()
+    for _ in range(5):
+        loss = ((((xt @ W1 / math.sqrt(10)) ** 2) @ W2 / 8 - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    history = train_mse(model, x[task.train_idx], y[task.train_idx], x[task.test_idx], y[task.test_idx], steps=5,
+                        lr=0.01, weight_decay=0.1, eval_every=2, snapshot_steps=[0, 3], progress=False)
+    torch.testing.assert_close(model.p("W_1")[0], W1.detach())
+    torch.testing.assert_close(model.p("W_2")[0], W2.detach())
+    assert history.steps == [0, 2, 3, 4, 5]
+    assert history.curve("test_acc").shape == (5, 1)
+    assert sorted(history.snapshots) == [0, 3]
+
+
+def test_train_mse_rejects_mismatched_inputs():
+    model = BatchedQuadraticMLP(4, 3, 2, seeds=[0])
+    with pytest.raises(ValueError, match="x must be"):
+        train_mse(model, torch.zeros(5, 4), torch.zeros(4, dtype=torch.long), steps=1, progress=False)
+    with pytest.raises(ValueError, match="width must be a positive integer"):
+        BatchedQuadraticMLP(4, 0, 2, seeds=[0])
+
+
+def test_curve_helpers():
+    steps = np.array([0, 10, 20, 40, 80])
+    curve = np.array([0.0, 0.0, 0.1, 0.9, 1.0])
+    step, rate = steepest_rise(steps, curve)
+    assert step in (20, 40) and rate > 0
+    assert first_step_reaching(steps, curve, 0.5) == 40
+    assert first_step_reaching(steps, curve, 2.0) is None
+    np.testing.assert_allclose(moving_average([0, 3, 6, 9], 3), [1, 3, 6, 8])
+    with pytest.raises(ValueError, match="window must be a positive odd integer"):
+        moving_average([1, 2], 2)
