@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install torch==2.13.0
 	$(PYTHON) -m pip install -e ".[dev]"
+	PYTHON=$(PYTHON) bash scripts/install-models.sh
 	touch $@
 
 book: install

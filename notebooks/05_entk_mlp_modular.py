@@ -63,7 +63,8 @@ from corekit.claims import Claims
 from corekit.device import default_device
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import check_modulus, modular_addition
-from corekit.train import first_step_reaching, steepest_rise, train_mse
+from corekit.curves import first_step_reaching, steepest_rise
+from corekit.train import train_mse
 
 plots.use_style()
 p = check_modulus(p)

@@ -66,7 +66,8 @@ from corekit.claims import Claims
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import check_modulus, modular_addition
-from corekit.train import Dataset, first_step_reaching, moving_average, steepest_rise, train_ensemble
+from corekit.curves import first_step_reaching, moving_average, steepest_rise
+from corekit.train import Dataset, train_ensemble
 
 plots.use_style()
 p = check_modulus(p)

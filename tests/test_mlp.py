@@ -7,7 +7,8 @@ import torch
 
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import modular_addition
-from corekit.train import first_step_reaching, moving_average, steepest_rise, train_mse
+from corekit.curves import first_step_reaching, moving_average, steepest_rise
+from corekit.train import train_mse
 
 
 def test_forward_is_the_papers_formula_and_seeds_are_independent_of_the_ensemble():

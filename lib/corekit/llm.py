@@ -39,7 +39,7 @@ from corekit import ace
 
 #: Environment variable naming the folder for converted offline models (default ``~/.cache/corekit``).
 CACHE_ENV = "COREKIT_CACHE"
-LLM_EXTRA = "pip install 'transformers>=4.56' 'gguf>=0.10' 'accelerate>=1.0' (or pip install -e '.[llm]')"
+LLM_EXTRA = "pip install 'transformers>=5,<6' 'gguf>=0.10' 'accelerate>=1.0' (or pip install -e '.[llm]')"
 PLURAL = ("are", "were")
 SINGULAR = ("is", "was")
 SCOPES = ("last", "from_subject")
@@ -165,6 +165,21 @@ def cache_root() -> Path:
 
 
 @contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence transformers' progress bars and info messages while loading (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
 def _hub_offline() -> Iterator[None]:
     """Set HF_HUB_OFFLINE=1 (and restore it afterwards): the offline path never touches the network."""
     old = os.environ.get("HF_HUB_OFFLINE")
@@ -185,6 +200,22 @@ def _hub_is_offline() -> bool:
         from huggingface_hub import constants
         return bool(constants.HF_HUB_OFFLINE)
     except ImportError:
+        return False
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Return whether a TCP connection to the Hugging Face hub opens within ``timeout`` seconds."""
+    import socket
+    from urllib.parse import urlparse
+    url = urlparse(_hub_endpoint())
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+        return True
+    except OSError:
         return False
 
 
@@ -212,7 +243,7 @@ def _finish(model: nn.Module, device: torch.device, dtype: torch.dtype, placed: 
 def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, dtype: torch.dtype,
                use_disk_cache: bool) -> tuple[nn.Module, object, str]:
     """Return (model, tokenizer, source) for a GGUF file, through the on-disk cache of converted models."""
-    transformers = _require_transformers()
+    _require_transformers()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cached = cache_root() / offline.cache_key() if (offline and use_disk_cache) else None
     with _hub_offline():
@@ -236,7 +267,10 @@ def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, d
             tmp = Path(tempfile.mkdtemp(prefix=cached.name + ".", dir=cached.parent))
             model.save_pretrained(tmp)
             tok.save_pretrained(tmp)
-            os.replace(tmp, cached) if not cached.exists() else shutil.rmtree(tmp)
+            if cached.exists():  # another process converted it meanwhile
+                shutil.rmtree(tmp)
+            else:
+                os.replace(tmp, cached)
         except OSError as err:  # a read-only home: keep going without the disk cache
             print(f"corekit.llm: could not cache the converted model in {cached}: {err}", file=sys.stderr)
     return model, tok, str(path)
@@ -255,13 +289,22 @@ def _load_hub(name: str, device: torch.device, dtype: torch.dtype) -> tuple[nn.M
             "that can reach https://huggingface.co (log in with `hf auth login` for gated models such as "
             "meta-llama/*), or use an offline model (`bash scripts/install-models.sh`).")
     kwargs = dict(attn_implementation="eager", dtype=dtype)
+    if not local.is_dir() and not _hub_reachable():
+        kwargs["local_files_only"] = True  # only a copy already in the Hugging Face cache can load
     placed = device.type == "cuda"
     if placed:
         kwargs["device_map"] = "auto"  # shards a model larger than one GPU across the GPUs present
     try:
-        tok = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else name)
+        tok = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else name,
+                                            local_files_only=kwargs.get("local_files_only", False))
         model = AutoModelForCausalLM.from_pretrained(str(local) if local.is_dir() else name, **kwargs)
     except (OSError, ValueError) as err:
+        if kwargs.get("local_files_only"):
+            raise ModelNotAvailable(
+                f"cannot load {name!r}: not one of the offline models ({builtin}) nor a local folder, the Hugging "
+                f"Face hub ({_hub_endpoint()}) is not reachable from this machine, and no copy is in the local Hugging "
+                "Face cache. Allow network access to https://huggingface.co (and log in with `hf auth login` for "
+                "gated models such as meta-llama/*), or use an offline model (`bash scripts/install-models.sh`).") from err
         raise ModelNotAvailable(
             f"cannot load {name!r}: not one of the offline models ({builtin}), not a local folder, and the "
             f"Hugging Face hub did not provide it ({type(err).__name__}: {str(err).splitlines()[0][:200]}). Check the "
@@ -288,16 +331,22 @@ def load(name: str, device: str | torch.device | None = "auto", dtype: str | tor
         offline = OFFLINE[name]
         if not offline.installed():
             raise ModelNotAvailable(offline.missing_message())
-        model, tok, source = _load_gguf(offline, None, dev, dt, disk_cache)
+        _require_transformers()
+        with _quiet():
+            model, tok, source = _load_gguf(offline, None, dev, dt, disk_cache)
         placed = False
     elif name.endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
             raise ModelNotAvailable(f"no GGUF file at {path}; offline models: {', '.join(OFFLINE)}")
-        model, tok, source = _load_gguf(None, path, dev, dt, False)
+        _require_transformers()
+        with _quiet():
+            model, tok, source = _load_gguf(None, path, dev, dt, False)
         placed = False
     else:
-        model, tok, source, placed = _load_hub(name, dev, dt)
+        _require_transformers()
+        with _quiet():
+            model, tok, source, placed = _load_hub(name, dev, dt)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(0)
     lm = LM(name=name, model=_finish(model, dev, dt, placed), tokenizer=tok, source=source)
@@ -316,9 +365,11 @@ def clear_loaded() -> None:
 
 @dataclass
 class Batch:
-    """Left-padded prompts: the last prompt token is column −1 of every row.
+    """Prompts stored left-padded (the last prompt token is column −1 of every row).
 
-    ``subject_pos`` (B,) is the column of the token holding each prompt's subject (−1 if unknown).
+    :meth:`groups` chunks the rows by token length and :meth:`rows` drops the padding columns a chunk
+    does not need. ``subject_pos`` (B,) is the column of the token holding each prompt's subject (−1 if
+    unknown).
     """
 
     prompts: list[str]
@@ -335,13 +386,22 @@ class Batch:
         cols = torch.arange(self.input_ids.shape[1], device=self.input_ids.device)
         return cols[None, :] >= self.subject_pos[:, None]
 
-    def rows(self, index: slice) -> "Batch":
-        """Return the sub-batch ``index`` (padding columns that every row pads are dropped)."""
+    def groups(self, batch_size: int) -> list[Tensor]:
+        """Return row indices of chunks of ≤ ``batch_size`` rows, the rows sorted by token length (least padding)."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        order = torch.argsort(self.attention_mask.sum(1).cpu(), stable=True)
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+    def rows(self, index: Tensor) -> tuple["Batch", int]:
+        """Return the sub-batch of rows ``index`` without the padding columns all its rows share, and
+        how many columns were dropped."""
+        index = torch.as_tensor(index, device=self.input_ids.device)
         mask = self.attention_mask[index]
-        keep = int(mask.sum(1).max())
-        drop = mask.shape[1] - keep
-        return Batch(self.prompts[index], self.input_ids[index, drop:], mask[:, drop:],
-                     self.position_ids[index, drop:], self.subject_pos[index] - drop)
+        drop = mask.shape[1] - int(mask.sum(1).max())
+        sub = Batch([self.prompts[i] for i in index.tolist()], self.input_ids[index, drop:], mask[:, drop:],
+                    self.position_ids[index, drop:], self.subject_pos[index] - drop)
+        return sub, drop
 
 
 def encode(lm: LM, prompts: Sequence[str], subject_chars: Sequence[int] | None = None) -> Batch:
@@ -408,7 +468,7 @@ class MarginHead:
             logits = logits + self.bias
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
-        return (logits.float() * self.sign).sum(-1)
+        return (_wide(logits) * self.sign).sum(-1)
 
 
 _HEADS: dict[int, MarginHead] = {}
@@ -478,13 +538,79 @@ def _cache_kwarg(lm: LM) -> str:
 
 
 def _run(lm: LM, ids: Tensor, mask: Tensor, position: Tensor, cache=None, use_cache: bool = False):
-    """Return (final normed hidden states (B, T, D), cache) of the base model."""
+    """Return (final normed hidden states (B, T, D), cache) of the base model.
+
+    Padding positions are zeroed after every block: a left pad attends to nothing, which some
+    attention kernels turn into NaN (float64 eager attention), and 0 · NaN would reach the real tokens.
+    """
     kwargs = {"input_ids": ids, "attention_mask": mask, "position_ids": position, "use_cache": use_cache}
     if cache is not None:
         kwargs[_cache_kwarg(lm)] = cache
-    out = lm.model.base_model(**kwargs)
-    new_cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    handles = []
+    if ids.shape[1] == mask.shape[1] and not bool(mask.all()):
+        keep = mask.bool()[..., None]
+
+        def clean(module, args, output):
+            h = output[0] if isinstance(output, tuple) else output
+            return _replace_hidden(output, torch.where(keep.to(h.device), h, torch.zeros((), dtype=h.dtype, device=h.device)))
+        handles = [block.register_forward_hook(clean) for block in lm.blocks]
+    try:
+        out = lm.model.base_model(**kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    keys = set(out.keys())
+    new_cache = next((out[k] for k in ("cache", "past_key_values") if k in keys), None)
     return out.last_hidden_state, new_cache
+
+
+class _Stop(Exception):
+    """Raised by a read hook once the deepest requested layer has been seen."""
+
+
+@contextlib.contextmanager
+def _start_at(lm: LM, layer: int, h: Tensor | None) -> Iterator[None]:
+    """Skip the blocks before ``layer``: block ``layer``−1 returns the given residual h instead of computing it.
+
+    The blocks before it pass their input through untouched (their key / value caches do not grow,
+    which no later block reads), so a forward pass costs only the blocks after ``layer``. Hooks on
+    block ``layer``−1 (a write at ``layer``) still see h.
+    """
+    if h is None or layer == 0:
+        yield
+        return
+    blocks = lm.blocks
+    tuple_out = _returns_tuple(lm)
+
+    def passthrough(value):
+        def forward(hidden_states=None, *args, **kwargs):
+            hidden = hidden_states if hidden_states is not None else kwargs["hidden_states"]
+            out = hidden if value is None else value.to(hidden.device)
+            return (out,) if tuple_out else out
+        return forward
+
+    for i in range(layer):
+        blocks[i].forward = passthrough(h if i == layer - 1 else None)
+    try:
+        yield
+    finally:
+        for i in range(layer):
+            del blocks[i].forward
+
+
+def _returns_tuple(lm: LM) -> bool:
+    """Return whether this model's decoder blocks return tuples (transformers 4) rather than tensors (5)."""
+    if not hasattr(lm, "_tuple_blocks"):
+        seen = []
+        handle = lm.blocks[0].register_forward_hook(lambda m, a, out: seen.append(isinstance(out, tuple)))
+        try:
+            with torch.no_grad():
+                ids = torch.tensor([[lm.tokenizer.pad_token_id] * 2], device=lm.device)
+                _run(lm, ids, torch.ones_like(ids), torch.arange(2, device=lm.device)[None])
+        finally:
+            handle.remove()
+        lm._tuple_blocks = bool(seen and seen[0])
+    return lm._tuple_blocks
 
 
 def masked(edit: Callable[[Tensor], Tensor], mask: Tensor | None) -> Callable[[Tensor], Tensor]:
@@ -511,40 +637,71 @@ def core_edit(kind: str, q: Tensor, mean: Tensor) -> Callable[[Tensor], Tensor]:
     return fn
 
 
+def rms_coordinate(h: Tensor, q: Tensor) -> Tensor:
+    """Return qᵀh / rms(h) (...) for residuals h (..., D) and a direction q (D,): the coordinate the final RMS norm passes on."""
+    h = h.double()
+    return (h @ q.double()) / h.pow(2).mean(-1).sqrt()
+
+
 def margins(lm: LM, batch: Batch, layer: int | None = None, edit: Callable[[Tensor], Tensor] | None = None,
-            positions: Tensor | None = None, batch_size: int = 64) -> Tensor:
+            positions: Tensor | None = None, start: Tensor | None = None, batch_size: int = 64) -> Tensor:
     """Return the agreement margins (B,) at the last prompt token, with ``edit`` applied at ``layer``.
 
-    ``positions`` (B, T) limits the edit to some positions (None: every position).
+    ``positions`` (B, T) limits the edit to some positions (None: every position). ``start``, the
+    residual stream (B, T, D) at ``layer`` from :func:`residuals`, skips the blocks before ``layer``.
     """
     head = margin_head(lm)
-    out = []
+    if layer is not None:
+        lm.check_layer(layer)
+    if start is not None and (layer is None or start.shape[:2] != batch.input_ids.shape):
+        raise ValueError("start must be the residual stream (B, T, D) of this batch at the given layer")
+    if start is not None:
+        _returns_tuple(lm)  # probe (one tiny forward pass) before any hook is installed
+    out = torch.empty(len(batch), dtype=torch.float64)
     with torch.no_grad():
-        for start in range(0, len(batch), batch_size):
-            sl = slice(start, start + batch_size)
-            sub = batch.rows(sl)
+        for idx in batch.groups(batch_size):
+            sub, drop = batch.rows(idx)
             write = {}
             if edit is not None:
-                drop = batch.input_ids.shape[1] - sub.input_ids.shape[1]
-                write[lm.check_layer(layer)] = masked(edit, None if positions is None else positions[sl, drop:])
-            with residual_hooks(lm, write=write):
+                write[layer] = masked(edit, None if positions is None else positions[idx, drop:])
+            h0 = None if start is None else start[idx, drop:].to(lm.device, lm.model.dtype)
+            with residual_hooks(lm, write=write), _start_at(lm, layer or 0, h0):
                 hidden, _ = _run(lm, sub.input_ids, sub.attention_mask, sub.position_ids)
-            out.append(head(hidden[:, -1]))
-    return torch.cat(out)
+            out[idx.cpu()] = head(hidden[:, -1]).double().cpu()
+    return out.to(lm.device, _wide(torch.empty(0, dtype=lm.model.dtype)).dtype)
 
 
 def residuals(lm: LM, batch: Batch, layers: Sequence[int] | None = None, batch_size: int = 64) -> Tensor:
-    """Return the residual stream (len(layers), B, T, D) at ``layers`` (default: all) for every position."""
+    """Return the residual stream (len(layers), B, T, D) at ``layers`` (default: all) for every position.
+
+    The forward pass stops after the deepest requested layer.
+    """
     layers = list(range(lm.n_layers + 1)) if layers is None else [lm.check_layer(l) for l in layers]
-    chunks = []
+    deepest = max(layers)
+    out = None
     with torch.no_grad():
-        for start in range(0, len(batch), batch_size):
-            sub = batch.rows(slice(start, start + batch_size))
-            with residual_hooks(lm, read=layers) as got:
-                _run(lm, sub.input_ids, sub.attention_mask, sub.position_ids)
-            pad = batch.input_ids.shape[1] - sub.input_ids.shape[1]
-            chunks.append(torch.stack([torch.nn.functional.pad(got[l], (0, 0, pad, 0)) for l in layers]))
-    return torch.cat(chunks, dim=1)
+        for idx in batch.groups(batch_size):
+            sub, drop = batch.rows(idx)
+            got: dict[int, Tensor] = {}
+
+            def record(l):
+                def fn(h):
+                    got[l] = h
+                    if l == deepest:
+                        raise _Stop
+                    return h
+                return fn
+            try:
+                with residual_hooks(lm, write={l: record(l) for l in layers}):
+                    _run(lm, sub.input_ids, sub.attention_mask, sub.position_ids)
+            except _Stop:
+                pass
+            chunk = torch.stack([got[l].to(lm.device) for l in layers])          # (len(layers), b, T − drop, D)
+            chunk = torch.where(sub.attention_mask.bool()[None, ..., None].to(chunk.device), chunk, 0)
+            if out is None:
+                out = chunk.new_zeros(len(layers), len(batch), batch.input_ids.shape[1], chunk.shape[-1])
+            out[:, idx, drop:] = chunk
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -553,22 +710,22 @@ def residuals(lm: LM, batch: Batch, layers: Sequence[int] | None = None, batch_s
 
 @dataclass
 class Prefix:
-    """A batch whose tokens but the last have been run once: their key / value cache, per chunk."""
+    """A batch whose tokens but the last have been run once: the key / value cache of each chunk of rows."""
 
     lm: LM
     batch: Batch
-    chunks: list[tuple[slice, object]] = field(default_factory=list)
+    chunks: list[tuple[Tensor, object]] = field(default_factory=list)
 
 
 def prefix(lm: LM, batch: Batch, batch_size: int = 64) -> Prefix:
     """Return the key / value cache of every prompt token but the last (no intervention)."""
     out = Prefix(lm, batch)
     with torch.no_grad():
-        for start in range(0, len(batch), batch_size):
-            sl = slice(start, start + batch_size)
-            _, cache = _run(lm, batch.input_ids[sl, :-1], batch.attention_mask[sl, :-1],
-                            batch.position_ids[sl, :-1], use_cache=True)
-            out.chunks.append((sl, cache))
+        for idx in batch.groups(batch_size):
+            sub, _ = batch.rows(idx)
+            _, cache = _run(lm, sub.input_ids[:, :-1], sub.attention_mask[:, :-1], sub.position_ids[:, :-1],
+                            use_cache=True)
+            out.chunks.append((idx, cache))
     return out
 
 
@@ -582,23 +739,33 @@ class LastToken:
 
 
 def last_token(pre: Prefix, layer: int | None = None, edit: Callable[[Tensor], Tensor] | None = None,
-               read: Sequence[int] = (), grad: bool = False) -> LastToken:
+               read: Sequence[int] = (), grad: bool = False, start: Tensor | None = None) -> LastToken:
     """Return the margins (and residuals at ``read`` layers) of the last prompt token, ``edit`` applied at ``layer``.
 
     With ``grad``, also g = ∂margin/∂h_l at the last position for every ``read`` layer l (one backward
     pass per chunk for every layer and prompt at once: prompts are independent, so the gradient of the
     summed margins is each prompt's own gradient, and an additive zero perturbation at each layer
-    makes its gradient the total derivative through every later layer).
+    makes its gradient the total derivative through every later layer). ``start``, the last token's
+    residual (B, D) at ``layer`` (e.g. ``last_token(pre, read=...).h[layer]``), skips the blocks before it.
     """
     lm, batch = pre.lm, pre.batch
     head = margin_head(lm)
     read = [lm.check_layer(l) for l in read]
-    out_m, out_h, out_g = [], [], []
-    for sl, cache in pre.chunks:
+    if layer is not None:
+        lm.check_layer(layer)
+    if (edit is not None or start is not None) and layer is None:
+        raise ValueError("an edit or a start residual needs its layer")
+    if start is not None and any(l < layer for l in read):
+        raise ValueError(f"with a start residual at layer {layer}, the layers before it are not computed")
+    if start is not None:
+        _returns_tuple(lm)  # probe (one tiny forward pass) before any hook is installed
+    out_m, out_h, out_g, order = [], [], [], []
+    for idx, cache in pre.chunks:
         cache = copy.deepcopy(cache)
-        ids, mask, pos = batch.input_ids[sl, -1:], batch.attention_mask[sl], batch.position_ids[sl, -1:]
-        deltas = {l: torch.zeros(ids.shape[0], 1, lm.d_model, device=lm.device, dtype=lm.model.dtype,
-                                 requires_grad=grad) for l in read}
+        sub, _ = batch.rows(idx)
+        ids, mask, pos = sub.input_ids[:, -1:], sub.attention_mask, sub.position_ids[:, -1:]
+        order.append(idx)
+        deltas: dict[int, Tensor] = {}
         seen: dict[int, Tensor] = {}
 
         def make(l):
@@ -606,45 +773,64 @@ def last_token(pre: Prefix, layer: int | None = None, edit: Callable[[Tensor], T
                 if edit is not None and l == layer:
                     h = edit(h)
                 seen[l] = h.detach()
-                return h + deltas[l] if grad else h
+                if not grad:
+                    return h
+                deltas[l] = torch.zeros_like(h, requires_grad=True)  # on h's device (models may be sharded)
+                return h + deltas[l]
             return fn
         write = {l: make(l) for l in read}
-        if edit is not None and lm.check_layer(layer) not in write:
+        if edit is not None and layer not in write:
             write[layer] = edit
-        with torch.set_grad_enabled(grad), residual_hooks(lm, write=write):
+        h0 = None if start is None else start[idx, None, :].to(lm.device, lm.model.dtype)
+        with torch.set_grad_enabled(grad), residual_hooks(lm, write=write), _start_at(lm, layer or 0, h0):
             hidden, _ = _run(lm, ids, mask, pos, cache=cache, use_cache=True)
             m = head(hidden[:, -1])
         if grad and read:
-            gs = torch.autograd.grad(m.sum(), [deltas[l] for l in read])
-            out_g.append(torch.stack([g[:, 0] for g in gs]).float())
+            gs = torch.autograd.grad(m.sum(), [deltas[l] for l in read], allow_unused=True)
+            out_g.append(_wide(torch.stack([(torch.zeros_like(deltas[l]) if g is None else g)[:, 0].to(lm.device)
+                                            for l, g in zip(read, gs)])))
         out_m.append(m.detach())
         if read:
-            out_h.append(torch.stack([seen[l][:, 0] for l in read]).float())
-    cat = lambda xs: torch.cat(xs, dim=1) if xs else None  # noqa: E731
-    return LastToken(torch.cat(out_m), cat(out_h), cat(out_g))
+            out_h.append(_wide(torch.stack([seen[l][:, 0].to(lm.device) for l in read])))
+    inverse = torch.argsort(torch.cat(order).cpu())                   # back to the batch's row order
+    inverse = inverse.to(out_m[0].device)
+    cat = lambda xs: torch.cat(xs, dim=1)[:, inverse.to(xs[0].device)] if xs else None  # noqa: E731
+    return LastToken(torch.cat(out_m)[inverse], cat(out_h), cat(out_g))
+
+
+def _wide(x: Tensor) -> Tensor:
+    """Return x in float32 unless it already is float32 or float64 (half-precision models)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def ablation_margins(lm: LM, data: Prefix | Batch, q: Tensor, mean: Tensor, layers: Sequence[int],
-                     kinds: Sequence[str] = ("keep_only", "remove", "flip"), scope: str = "last") -> dict[str, Tensor]:
+                     kinds: Sequence[str] = ("keep_only", "remove", "flip"), scope: str = "last",
+                     states: Tensor | None = None) -> dict[str, Tensor]:
     """Return {kind: margins (len(layers), B)} with the core (q (L+1, D, r), mean (L+1, D)) ablated at each layer.
 
-    ``scope`` "last" edits the last prompt position only (``data`` a :class:`Prefix`); "from_subject"
-    edits every position from the subject on (``data`` a :class:`Batch` built with subject offsets).
+    ``scope`` "last" edits the last prompt position only (``data`` a :class:`Prefix`; ``states``, the
+    last token's residuals (L+1, B, D), spares recomputing the blocks before each layer); "from_subject"
+    edits every position from the subject on (``data`` a :class:`Batch` encoded with subject offsets).
     """
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    if scope == "last" and not isinstance(data, Prefix):
+        raise ValueError("scope 'last' needs a Prefix (llm.prefix(lm, batch))")
+    if scope == "from_subject" and (not isinstance(data, Batch) or bool((data.subject_pos < 0).any())):
+        raise ValueError("scope 'from_subject' needs a Batch encoded with subject_chars")
+    if scope == "last" and states is None:
+        states = last_token(data, read=range(lm.n_layers + 1)).h
     out = {k: [] for k in kinds}
     for layer in layers:
+        if scope == "from_subject":
+            start = residuals(lm, data, [layer])[0]
         for kind in kinds:
             edit = core_edit(kind, q[layer], mean[layer])
             if scope == "last":
-                if not isinstance(data, Prefix):
-                    raise ValueError("scope 'last' needs a Prefix (llm.prefix(lm, batch))")
-                out[kind].append(last_token(data, layer=layer, edit=edit).margin)
+                out[kind].append(last_token(data, layer=layer, edit=edit, start=states[layer]).margin)
             else:
-                if not isinstance(data, Batch) or bool((data.subject_pos < 0).any()):
-                    raise ValueError("scope 'from_subject' needs a Batch encoded with subject_chars")
-                out[kind].append(margins(lm, data, layer=layer, edit=edit, positions=data.from_subject()))
+                out[kind].append(margins(lm, data, layer=layer, edit=edit, positions=data.from_subject(),
+                                         start=start))
     return {k: torch.stack(v) for k, v in out.items()}
 
 
@@ -653,44 +839,48 @@ def ablation_margins(lm: LM, data: Prefix | Batch, q: Tensor, mean: Tensor, laye
 
 
 def generate(lm: LM, prompts: Sequence[str], max_new_tokens: int = 12, layer: int | None = None,
-             edit: Callable[[Tensor], Tensor] | None = None, start_chars: Sequence[int] | None = None) -> list[str]:
+             edit: Callable[[Tensor], Tensor] | None = None, start_chars: Sequence[int] | None = None,
+             batch_size: int = 64) -> list[str]:
     """Return greedy continuations of ``prompts`` with ``edit`` applied at ``layer``.
 
     The edit acts on the prompt positions from ``start_chars`` on (every prompt position when None)
-    and on every generated position. Rows that emit the end-of-sequence token stop there.
+    and on every generated position. A row that emits the end-of-sequence token stops there.
     """
     batch = encode(lm, prompts, subject_chars=start_chars)
-    mask = batch.from_subject() if start_chars is not None else torch.ones_like(batch.attention_mask, dtype=torch.bool)
-    ids, attn, pos = batch.input_ids, batch.attention_mask, batch.position_ids
+    if edit is not None:
+        lm.check_layer(layer)
+    where = batch.from_subject() if start_chars is not None else torch.ones_like(batch.attention_mask, dtype=torch.bool)
     eos = lm.tokenizer.eos_token_id
     eos = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
-    out = torch.empty(len(prompts), 0, dtype=torch.long, device=lm.device)
-    done = torch.zeros(len(prompts), dtype=torch.bool, device=lm.device)
-    cache = None
-    step_mask = mask
+    head = lm.model.get_output_embeddings()
+    softcap = getattr(lm.config, "final_logit_softcapping", None)
+    texts: list[str] = [""] * len(prompts)
     with torch.no_grad():
-        for _ in range(max_new_tokens):
-            write = {} if edit is None else {lm.check_layer(layer): masked(edit, step_mask)}
-            with residual_hooks(lm, write=write):
-                hidden, cache = _run(lm, ids, attn, pos, cache=cache, use_cache=True)
-            logits = lm.model.get_output_embeddings()(hidden[:, -1])
-            softcap = getattr(lm.config, "final_logit_softcapping", None)
-            if softcap is not None:
-                logits = torch.tanh(logits / softcap) * softcap
-            nxt = logits.argmax(-1)
-            nxt = torch.where(done, torch.full_like(nxt, lm.tokenizer.pad_token_id), nxt)
-            out = torch.cat([out, nxt[:, None]], dim=1)
-            done |= torch.tensor([int(t) in eos for t in nxt], device=lm.device)
-            if bool(done.all()):
-                break
-            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-            pos = pos[:, -1:] + 1
-            ids = nxt[:, None]
-            step_mask = torch.ones(len(prompts), 1, dtype=torch.bool, device=lm.device)
-    texts = []
-    for row in out.tolist():
-        cut = next((i for i, t in enumerate(row) if t in eos), len(row))
-        texts.append(lm.tokenizer.decode(row[:cut], skip_special_tokens=True))
+        for idx in batch.groups(batch_size):
+            sub, drop = batch.rows(idx)
+            ids, attn, pos, step_mask = sub.input_ids, sub.attention_mask, sub.position_ids, where[idx, drop:]
+            out = torch.empty(len(idx), 0, dtype=torch.long, device=lm.device)
+            done = torch.zeros(len(idx), dtype=torch.bool, device=lm.device)
+            cache = None
+            for _ in range(max_new_tokens):
+                write = {} if edit is None else {layer: masked(edit, step_mask)}
+                with residual_hooks(lm, write=write):
+                    hidden, cache = _run(lm, ids, attn, pos, cache=cache, use_cache=True)
+                logits = head(hidden[:, -1])
+                if softcap is not None:
+                    logits = torch.tanh(logits / softcap) * softcap
+                nxt = torch.where(done, torch.full_like(done, lm.tokenizer.pad_token_id, dtype=torch.long),
+                                  logits.argmax(-1).to(lm.device))
+                out = torch.cat([out, nxt[:, None]], dim=1)
+                done |= torch.tensor([int(t) in eos for t in nxt], device=lm.device)
+                if bool(done.all()):
+                    break
+                attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+                pos, ids = pos[:, -1:] + 1, nxt[:, None]
+                step_mask = torch.ones(len(idx), 1, dtype=torch.bool, device=lm.device)
+            for j, row in zip(idx.tolist(), out.tolist()):
+                cut = next((i for i, t in enumerate(row) if t in eos), len(row))
+                texts[j] = lm.tokenizer.decode(row[:cut], skip_special_tokens=True)
     return texts
 
 

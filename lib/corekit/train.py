@@ -335,38 +335,3 @@ def train_mse(
             record(step)
     model.eval()
     return history
-
-
-def steepest_rise(steps: Sequence[float], curve: Sequence[float], window: int = 1) -> tuple[float, float]:
-    """Return (step, rate) where the curve (S,) over ``steps`` (S,) rises fastest (central differences, uneven steps allowed).
-
-    ``window`` (odd) first smooths the curve with a centred moving average of that many points.
-    """
-    import numpy as np
-
-    steps, curve = np.asarray(steps, dtype=float), np.asarray(curve, dtype=float)
-    if steps.ndim != 1 or steps.shape != curve.shape or len(steps) < 2:
-        raise ValueError(f"steps and curve must be (S,) with S >= 2, got {steps.shape} and {curve.shape}")
-    rate = np.gradient(moving_average(curve, window), steps)
-    i = int(np.argmax(rate))
-    return float(steps[i]), float(rate[i])
-
-
-def first_step_reaching(steps: Sequence[float], curve: Sequence[float], level: float) -> float | None:
-    """Return the first step (from ``steps`` (S,)) at which ``curve`` (S,) is ≥ ``level``, or None if it never is."""
-    for step, value in zip(steps, curve):
-        if value >= level:
-            return float(step)
-    return None
-
-
-def moving_average(curve: Sequence[float], window: int = 1):
-    """Return the centred moving average (S,) of ``curve`` (S,) over an odd ``window`` (edges padded with the end values)."""
-    import numpy as np
-
-    curve = np.asarray(curve, dtype=float)
-    if not isinstance(window, int) or window < 1 or window % 2 == 0:
-        raise ValueError(f"window must be a positive odd integer, got {window!r}")
-    if window == 1:
-        return curve
-    return np.convolve(np.pad(curve, window // 2, mode="edge"), np.ones(window) / window, mode="valid")
