@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import math
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corekit.device import default_device
+from common import add_common_arguments, emit, setup, sync
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, train_ensemble
@@ -72,17 +69,12 @@ def time_loop(models, optims, x, y, steps: int, device: torch.device) -> float:
             loss.backward()
             opt.step()
     one_round()                                            # warm-up
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     for _ in range(steps):
         one_round()
-    _sync(device)
+    sync(device)
     return time.perf_counter() - start
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def main() -> None:
@@ -90,12 +82,11 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=None, help="ensemble size M (default 64 on CUDA, 8 on CPU)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 200 on CUDA, 20 on CPU)")
     parser.add_argument("--p", type=int, default=113)
-    parser.add_argument("--device", default="auto")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls (CUDA)")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("results.jsonl")))
+    add_common_arguments(parser)
     args = parser.parse_args()
 
-    device = default_device(args.device)
+    device = setup(args)
     M = args.models or (64 if device.type == "cuda" else 8)
     steps = args.steps or (200 if device.type == "cuda" else 20)
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
@@ -114,10 +105,10 @@ def main() -> None:
     model = BatchedTransformer(config, seeds=list(range(M))).to(device)
     kwargs = dict(lr=1e-3, betas=(0.9, 0.98), weight_decay=1.0, eval_every=10 ** 9, progress=False)
     train_ensemble(model, Dataset(x, y), steps=1, **kwargs)                               # warm-up
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     train_ensemble(model, Dataset(x, y), steps=steps, **kwargs)
-    _sync(device)
+    sync(device)
     ours_s = time.perf_counter() - start
 
     flops = flops_per_model_step(len(x), 3, d_model, d_mlp, p) * M * steps / ours_s
@@ -133,11 +124,7 @@ def main() -> None:
         "fraction_of_peak": round(flops / peak, 4) if peak else None,
         "date": datetime.date.today().isoformat(),
     }
-    print(json.dumps(record))
-    with open(args.out, "a") as fh:
-        fh.write(json.dumps(record) + "\n")
-    if not math.isfinite(record["speedup"]):
-        raise SystemExit("benchmark produced no timing")
+    emit(record, args.out)
 
 
 if __name__ == "__main__":

@@ -24,26 +24,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import math
 import time
-from pathlib import Path
 
 import torch
 from torch.func import functional_call, jacrev, vmap
 
+from common import add_common_arguments, emit, setup, sync
 from corekit import entk
-from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
 
 SMALL = dict(p=23, d_model=32, d_mlp=128, n_heads=4)
 FULL = dict(p=113, d_model=128, d_mlp=512, n_heads=4)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def tutorial_kernel(model: BatchedTransformer, tokens: torch.Tensor, mode: str,
@@ -55,18 +47,18 @@ def tutorial_kernel(model: BatchedTransformer, tokens: torch.Tensor, mode: str,
         return functional_call(model, params, (x.unsqueeze(0),))[0, 0, -1]          # logits (C,)
 
     device = tokens.device
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     jac = [vmap(jacrev(fnet_single), (None, 0))(params, tokens[i:i + chunk]) for i in range(0, len(tokens), chunk)]
     jac = [torch.cat([j[k] for j in jac]).flatten(2) for k in params]              # (N, C, P_k) per parameter
-    _sync(device)
+    sync(device)
     t_jac = time.perf_counter() - start
     expr = {"class_mean": "Naf,Maf->NM", "blocks": "Naf,Maf->aNM"}[mode]
     start = time.perf_counter()
     K = torch.stack([torch.einsum(expr, j, j) for j in jac]).sum(0)
     if mode == "class_mean":
         K = K / jac[0].shape[1]
-    _sync(device)
+    sync(device)
     return K, t_jac, time.perf_counter() - start
 
 
@@ -87,15 +79,10 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=64, help="inputs per vmap(jacrev) call in the baseline")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each side; the fastest counts")
     parser.add_argument("--fp64-check", action="store_true", help="also compare with our kernel in float64")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's); 1 avoids spinning threads on a busy machine")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("results.jsonl")))
+    add_common_arguments(parser)
     args = parser.parse_args()
 
-    device = default_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    device = setup(args)
     full = args.full or (device.type == "cuda" and not args.small)
     sizes = dict(FULL if full else SMALL)
     if args.p:
@@ -115,10 +102,10 @@ def main() -> None:
     subset = args.subset if args.subset and args.subset < N else None
     idx = torch.randperm(N, generator=torch.Generator().manual_seed(0))[:subset].sort().values.to(device)
     for _ in range(args.repeat):                     # the machine may be shared: keep the best of each
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         K_ours = ours_kernel(model, tokens, args.mode, torch.float32)
-        _sync(device)
+        sync(device)
         ours_times.append(time.perf_counter() - start)
         K_base, t_jac, t_ein = tutorial_kernel(model, tokens[idx] if subset else tokens, args.mode, args.chunk)
         scale = N / subset if subset else 1.0
@@ -149,11 +136,7 @@ def main() -> None:
     }
     print(f"B3 {args.mode} eNTK, N = {N}, C = {p}, P = {n_params}: baseline {baseline_s:.2f} s, ours {ours_s:.2f} s, "
           f"speedup {baseline_s / ours_s:.1f}x, max rel error {err:.2e}")
-    print(json.dumps(record))
-    with open(args.out, "a") as fh:
-        fh.write(json.dumps(record) + "\n")
-    if not math.isfinite(record["speedup"]):
-        raise SystemExit("benchmark produced no timing")
+    emit(record, args.out)
 
 
 if __name__ == "__main__":

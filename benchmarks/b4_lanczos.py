@@ -21,26 +21,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import math
 import time
-from pathlib import Path
 
 import torch
 from torch.func import jacrev, vmap
 
+from common import add_common_arguments, emit, setup, sync
 from corekit import entk
-from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
 
 SMALL = dict(p=71, d_model=32, d_mlp=128, n_heads=4)
 FULL = dict(p=113, d_model=128, d_mlp=512, n_heads=4)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def dense_baseline(fm: entk.FunctionalModel, tokens: torch.Tensor, k: int,
@@ -52,16 +44,16 @@ def dense_baseline(fm: entk.FunctionalModel, tokens: torch.Tensor, k: int,
         return fm(params, x[None])[0].mean()                                       # mean_c f_c, a scalar
 
     device = tokens.device
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     parts = [vmap(jacrev(mean_output), (None, 0))(params, tokens[i:i + chunk]) for i in range(0, len(tokens), chunk)]
     J = torch.cat([torch.cat([part[name].flatten(1) for name in params], dim=1) for part in parts])   # (N, P)
     K = J @ J.T
-    _sync(device)
+    sync(device)
     t_kernel = time.perf_counter() - start
     start = time.perf_counter()
     torch.linalg.eigh(K)                                                           # in the kernel's precision
-    _sync(device)
+    sync(device)
     t_eigh = time.perf_counter() - start
     return entk.dense_eigenpairs(K, k), t_kernel, t_eigh                           # reference in float64 (untimed)
 
@@ -77,15 +69,10 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-4, help="stop when every residual <= tol * lambda_1")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each side; the fastest counts")
     parser.add_argument("--chunk", type=int, default=256, help="inputs per vmap(jacrev) call in the baseline")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's); 1 avoids spinning threads on a busy machine")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("results.jsonl")))
+    add_common_arguments(parser)
     args = parser.parse_args()
 
-    device = default_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    device = setup(args)
     full = args.full or (device.type == "cuda" and not args.small)
     sizes = dict(FULL if full else SMALL)
     if args.p:
@@ -107,11 +94,11 @@ def main() -> None:
     for _ in range(args.repeat):                     # the machine may be shared: keep the best of each
         ref, t_kernel, t_eigh = dense_baseline(fm, tokens, k, args.chunk)
         base_times.append((t_kernel + t_eigh, t_kernel, t_eigh))
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         matvec = entk.kernel_matvec(fm, fm.params, tokens, mode="pair_mean")
         ours = entk.lanczos(matvec, N, k, block_size=args.block_size, tol=args.tol, device=device)
-        _sync(device)
+        sync(device)
         ours_times.append(time.perf_counter() - start)
     baseline_s, t_kernel, t_eigh = min(base_times)
     ours_s = min(ours_times)
@@ -147,11 +134,7 @@ def main() -> None:
           f"Lanczos {ours_s:.2f} s ({ours.n_matvecs} products), speedup {baseline_s / ours_s:.1f}x; "
           f"top-10 rel error {errors['eig_rel_err_top10']:.1e}; "
           f"2k budget: {errors['budget_2k']['eig_rel_err_top10']:.1e}")
-    print(json.dumps(record))
-    with open(args.out, "a") as fh:
-        fh.write(json.dumps(record) + "\n")
-    if not math.isfinite(record["speedup"]):
-        raise SystemExit("benchmark produced no timing")
+    emit(record, args.out)
 
 
 if __name__ == "__main__":

@@ -24,22 +24,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import time
-from pathlib import Path
 
 import torch
 
+from common import add_common_arguments, emit, setup, sync
 from corekit import ace, llm
-from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks import agreement
 from corekit.tasks.modular import modular_addition
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def top_sv_rel_error(h: torch.Tensor, J: torch.Tensor, h_ref: torch.Tensor, J_ref: torch.Tensor, k: int) -> float:
@@ -103,14 +96,14 @@ def bench_llm(args, device: torch.device) -> dict:
     prompts = [s.prompt for s in agreement.generate(args.prompts, seed=3)]
     llm_baseline(lm, lm.model, prompts[:2], layer)                                      # warm-up
     llm_ours(lm, prompts[:2], layer, args.batch_size)
-    _sync(device)
+    sync(device)
     t = time.perf_counter()
     h_base, g_base = llm_baseline(lm, lm.model, prompts, layer)
-    _sync(device)
+    sync(device)
     baseline_s = time.perf_counter() - t
     t = time.perf_counter()
     h_ours, g_ours = llm_ours(lm, prompts, layer, args.batch_size)
-    _sync(device)
+    sync(device)
     ours_s = time.perf_counter() - t
 
     ref_prompts = prompts[: args.reference_prompts]
@@ -172,14 +165,14 @@ def bench_grokking(args, device: torch.device) -> dict:
 
     baseline(model, h[:, :2])
     ours(h[:, :2])
-    _sync(device)
+    sync(device)
     t = time.perf_counter()
     J_base = baseline(model, h)
-    _sync(device)
+    sync(device)
     baseline_s = time.perf_counter() - t
     t = time.perf_counter()
     J_ours = ours(h)
-    _sync(device)
+    sync(device)
     ours_s = time.perf_counter() - t
 
     model64 = _float64_copy(model)
@@ -208,10 +201,9 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=2, help="grokking models in the batch")
     parser.add_argument("--inputs", type=int, default=None, help="grokking inputs (default 2809 on CUDA, 128 on CPU)")
     parser.add_argument("--top", type=int, default=8, help="singular values compared with the float64 reference")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("results.jsonl")))
+    add_common_arguments(parser)
     args = parser.parse_args()
-    device = default_device(args.device)
+    device = setup(args)
     cuda = device.type == "cuda"
     args.prompts = args.prompts or (512 if cuda else 32)
     args.inputs = args.inputs or (args.p ** 2 if cuda else 128)
@@ -238,9 +230,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
     }
     print(f"speedup {record['speedup']}× (llm {parts['llm']['speedup']}×, grokking {parts['grokking']['speedup']}×)")
-    print(json.dumps(record))
-    with open(args.out, "a") as fh:
-        fh.write(json.dumps(record) + "\n")
+    emit(record, args.out)
 
 
 if __name__ == "__main__":

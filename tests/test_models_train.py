@@ -1,5 +1,4 @@
 """Batched models and trainer: against a plain per-model reference, torch.optim.AdamW and lone runs."""
-import math
 
 import pytest
 import torch
