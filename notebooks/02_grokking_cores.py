@@ -131,38 +131,18 @@ print("grokking step:", grok_step)
 
 # %% [markdown]
 # ## ACE at every checkpoint
+#
+# `ace.last_token_summary` extracts each model's core on the training pairs, finds its energy,
+# sufficient and necessary ranks from keep-only / remove ablations on the held-out pairs, and fits the
+# shift operator on the per-class means of the core coordinates over all $p^2$ pairs.
 
 # %%
-ranks = list(range(d_model + 1))
-y_test = test_set.y[:, 0].to(dev)
-summary = {key: [] for key in ("energy", "sufficient", "necessary", "eigs", "circle", "modes")}
+dev_data = [t.to(dev) for t in (train_set.x, test_set.x, test_set.y[:, 0], x, labels)]
+summaries = []
 for step in checkpoints:
     model.load_state_dict(history.snapshots[step])
-    with torch.no_grad():
-        h_train = model.residual(train_set.x.to(dev))[:, :, -1]                    # (2S, N_train, D)
-        h_test = model.residual(test_set.x.to(dev))[:, :, -1]
-        h_all = model.residual(x.to(dev))[:, :, -1]
-    core = ace.extract(h_train, ace.observability(ace.centred_logits(model.unembed), h_train))
-    rank = ace.energy_rank(core.sigma, energy_threshold)
-
-    def accuracy(h):
-        return (model.unembed(h.float()).argmax(-1) == y_test).float().mean(-1)
-
-    with torch.no_grad():
-        keep, rem = ace.ablation_curves(core, h_test, accuracy, ranks)
-        base = accuracy(h_test)
-    summary["energy"].append(rank.tolist())
-    summary["sufficient"].append(ace.sufficient_rank(keep, base, ranks).tolist())
-    summary["necessary"].append(ace.necessary_rank(rem, 2 / p, ranks).tolist())
-    eigs = []
-    for m in range(2 * S):
-        z = core.coordinates(h_all[m:m + 1], int(rank[m]))                          # (1, p², r)
-        class_means = torch.stack([z[0, labels == c].mean(0) for c in range(p)])[None]
-        eigs.append(torch.linalg.eigvals(ace.fit_shift_operator(class_means)[0]).cpu().numpy())
-    summary["eigs"].append(eigs)
-    summary["circle"].append([ace.unit_circle_fraction(e, p) for e in eigs])
-    summary["modes"].append([len(ace.frequency_modes(e, p)) for e in eigs])
-
+    summaries.append(ace.last_token_summary(model, *dev_data, energy_threshold=energy_threshold))
+summary = {key: [s[key] for s in summaries] for key in summaries[0]}                 # key -> (C, 2S)
 energy_r, sufficient_r, necessary_r = (np.array(summary[k], dtype=float) for k in ("energy", "sufficient", "necessary"))
 circle, modes = np.array(summary["circle"]), np.array(summary["modes"])
 

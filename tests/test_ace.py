@@ -125,3 +125,14 @@ def test_unit_circle_and_frequency_modes_of_rotations():
     # the operator c -> c+1 on the full Fourier basis of Z_p has every mode 0..floor(p/2)
     shift = np.roll(np.eye(p), 1, axis=1)
     assert ace.frequency_modes(np.linalg.eigvals(shift), p) == list(range(p // 2 + 1))
+
+
+def test_shift_operator_eigenvalues_of_a_rotation_code():
+    p, k = 13, 3
+    labels = torch.arange(p).repeat(20)
+    angle = 2 * np.pi * k * labels.double() / p
+    z = torch.stack([torch.cos(angle), torch.sin(angle)], 1) + 0.01 * torch.randn(len(labels), 2, dtype=torch.float64)
+    eigs = ace.shift_operator_eigenvalues(z, labels, p)
+    expected = np.exp(2j * np.pi * k / p * np.array([1, -1]))
+    assert ace.eigenvalue_error(eigs, expected) < 0.01
+    assert ace.frequency_modes(eigs, p) == [k]

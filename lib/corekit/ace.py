@@ -202,3 +202,40 @@ def frequency_modes(eigenvalues: np.ndarray, p: int) -> list[int]:
     eigenvalues = np.asarray(eigenvalues)
     on_circle = eigenvalues[np.abs(np.abs(eigenvalues) - 1.0) <= np.sin(np.pi / p)]
     return sorted({int(k) for k in np.rint(np.abs(np.angle(on_circle)) * p / (2 * np.pi))})
+
+
+def shift_operator_eigenvalues(z: Tensor, labels: Tensor, n_classes: int) -> np.ndarray:
+    """Return eig(A) (r,) of the operator m_c A ≈ m_{c+1} fitted on per-class means of core coordinates z (N, r)."""
+    onehot = torch.nn.functional.one_hot(labels.to(z.device), n_classes).to(z.dtype)     # (N, C)
+    class_means = (onehot.T @ z) / onehot.sum(0)[:, None]                                  # (C, r)
+    return torch.linalg.eigvals(fit_shift_operator(class_means[None])[0]).cpu().numpy()
+
+
+def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, all_x: Tensor,
+                       all_labels: Tensor, energy_threshold: float = 0.99) -> dict:
+    """Return ACE of every model at the last-token readout of a modular-arithmetic transformer.
+
+    Extracts on ``train_x``, validates on ``test_x`` / ``test_y`` (N_test,) and identifies the shift
+    operator on all inputs ``all_x`` grouped by ``all_labels``. Keys (each a list over the M models):
+    ``energy``, ``sufficient`` and ``necessary`` ranks, ``eigs`` (np.ndarray each), ``circle``
+    (fraction on the unit circle) and ``modes`` (distinct frequencies).
+    """
+    p = model.config.out_vocab
+    with torch.no_grad():
+        h_train, h_test, h_all = (model.residual(x)[:, :, -1] for x in (train_x, test_x, all_x))   # (M, N, D)
+    core = extract(h_train, observability(centred_logits(model.unembed), h_train))
+    rank = energy_rank(core.sigma, energy_threshold)
+
+    def accuracy(h: Tensor) -> Tensor:
+        return (model.unembed(h.float()).argmax(-1) == test_y).float().mean(-1)
+
+    ranks = list(range(h_train.shape[-1] + 1))
+    with torch.no_grad():
+        keep, rem = ablation_curves(core, h_test, accuracy, ranks)
+        base = accuracy(h_test)
+    eigs = [shift_operator_eigenvalues(core.coordinates(h_all[m:m + 1], int(rank[m]))[0], all_labels, p)
+            for m in range(h_all.shape[0])]
+    return {"energy": rank.tolist(), "sufficient": sufficient_rank(keep, base, ranks).tolist(),
+            "necessary": necessary_rank(rem, 2 / p, ranks).tolist(), "eigs": eigs,
+            "circle": [unit_circle_fraction(e, p) for e in eigs],
+            "modes": [len(frequency_modes(e, p)) for e in eigs]}
