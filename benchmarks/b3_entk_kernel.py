@@ -29,10 +29,9 @@ import time
 import torch
 from torch.func import functional_call, jacrev, vmap
 
-from common import add_common_arguments, emit, setup, sync
+from common import add_common_arguments, add_size_arguments, emit, grokking_transformer, setup, sync
 from corekit import entk
-from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.tasks.modular import modular_addition
+from corekit.models import BatchedTransformer
 
 SMALL = dict(p=23, d_model=32, d_mlp=128, n_heads=4)
 FULL = dict(p=113, d_model=128, d_mlp=512, n_heads=4)
@@ -70,10 +69,7 @@ def ours_kernel(model: BatchedTransformer, tokens: torch.Tensor, mode: str, dtyp
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--small", action="store_true", help="CPU size (the default on a CPU)")
-    size.add_argument("--full", action="store_true", help="paper size (the default on a GPU)")
-    parser.add_argument("--p", type=int, help="override the modulus")
+    add_size_arguments(parser)
     parser.add_argument("--mode", choices=["class_mean", "blocks"], default="class_mean")
     parser.add_argument("--subset", type=int, default=None, help="baseline on this many inputs, time extrapolated")
     parser.add_argument("--chunk", type=int, default=64, help="inputs per vmap(jacrev) call in the baseline")
@@ -83,15 +79,8 @@ def main() -> None:
     args = parser.parse_args()
 
     device = setup(args)
-    full = args.full or (device.type == "cuda" and not args.small)
-    sizes = dict(FULL if full else SMALL)
-    if args.p:
-        sizes["p"] = args.p
+    sizes, model, tokens = grokking_transformer(args, device, SMALL, FULL)
     p = sizes["p"]
-    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=sizes["d_model"], n_heads=sizes["n_heads"],
-                               d_mlp=sizes["d_mlp"], n_layers=1, norm="none", bias=False, n_out=p)
-    model = BatchedTransformer(config, seeds=[0]).to(device).eval()
-    tokens = modular_addition(p, 0.5, seed=0).tokens().to(device)
     N = len(tokens)
 
     # warm-up of both paths on a few inputs (torch.func transforms have a first-call cost)

@@ -26,10 +26,8 @@ import time
 import torch
 from torch.func import jacrev, vmap
 
-from common import add_common_arguments, emit, setup, sync
+from common import add_common_arguments, add_size_arguments, emit, grokking_transformer, setup, sync
 from corekit import entk
-from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.tasks.modular import modular_addition
 
 SMALL = dict(p=71, d_model=32, d_mlp=128, n_heads=4)
 FULL = dict(p=113, d_model=128, d_mlp=512, n_heads=4)
@@ -60,10 +58,7 @@ def dense_baseline(fm: entk.FunctionalModel, tokens: torch.Tensor, k: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--small", action="store_true", help="CPU size (the default on a CPU)")
-    size.add_argument("--full", action="store_true", help="paper size (the default on a GPU)")
-    parser.add_argument("--p", type=int, help="override the modulus")
+    add_size_arguments(parser)
     parser.add_argument("--k", type=int, default=25)
     parser.add_argument("--block-size", type=int, default=4)
     parser.add_argument("--tol", type=float, default=1e-4, help="stop when every residual <= tol * lambda_1")
@@ -73,16 +68,9 @@ def main() -> None:
     args = parser.parse_args()
 
     device = setup(args)
-    full = args.full or (device.type == "cuda" and not args.small)
-    sizes = dict(FULL if full else SMALL)
-    if args.p:
-        sizes["p"] = args.p
-    p, k = sizes["p"], args.k
-    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=sizes["d_model"], n_heads=sizes["n_heads"],
-                               d_mlp=sizes["d_mlp"], n_layers=1, norm="none", bias=False, n_out=p)
-    model = BatchedTransformer(config, seeds=[0]).to(device).eval()
+    sizes, model, tokens = grokking_transformer(args, device, SMALL, FULL)
+    k = args.k
     fm = entk.functional_transformer(model).to(torch.float32, device)
-    tokens = modular_addition(p, 0.5, seed=0).tokens().to(device)
     N = len(tokens)
 
     # warm-up of both paths (first-call costs of torch.func transforms)

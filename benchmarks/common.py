@@ -42,3 +42,26 @@ def emit(record: dict, out: str | Path) -> None:
         fh.write(line + "\n")
     if not math.isfinite(record.get("speedup", float("nan"))):
         raise SystemExit("benchmark produced no timing")
+
+
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --small / --full (CPU or paper size of the grokking transformer) and --p to a parser."""
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--small", action="store_true", help="CPU size (the default on a CPU)")
+    size.add_argument("--full", action="store_true", help="paper size (the default on a GPU)")
+    parser.add_argument("--p", type=int, help="override the modulus")
+
+
+def grokking_transformer(args: argparse.Namespace, device: torch.device, small: dict, full: dict):
+    """Return (sizes, model, tokens (p², 3)): the 1-layer bias-free grokking transformer the eNTK benchmarks use."""
+    from corekit.models import BatchedTransformer, TransformerConfig
+    from corekit.tasks.modular import modular_addition
+
+    sizes = dict(full if args.full or (device.type == "cuda" and not args.small) else small)
+    if args.p:
+        sizes["p"] = args.p
+    p = sizes["p"]
+    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=sizes["d_model"], n_heads=sizes["n_heads"],
+                               d_mlp=sizes["d_mlp"], n_layers=1, norm="none", bias=False, n_out=p)
+    model = BatchedTransformer(config, seeds=[0]).to(device).eval()
+    return sizes, model, modular_addition(p, 0.5, seed=0).tokens().to(device)
