@@ -36,6 +36,32 @@ def test_batched_forward_matches_per_model_reference():
         torch.testing.assert_close(logits[m], _reference_forward(model, m, tokens))
 
 
+@pytest.mark.parametrize("norm", ["post", "pre", "none"])
+def test_tabulated_first_layer_matches_per_example_rows(norm):
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm)
+    model = BatchedTransformer(cfg, seeds=[0, 1]).double()
+    tokens = torch.randint(0, 5, (32, 8))                       # B > vocab: layer 0 reads a (token, position) table
+    batched = model(tokens, last=2)
+    one_by_one = torch.cat([model(tokens[b:b + 1], last=2) for b in range(32)], dim=1)   # B = 1: per-row keys
+    torch.testing.assert_close(batched, one_by_one)
+    grads = torch.autograd.grad(batched.square().sum(), list(model.parameters()))
+    ref = torch.autograd.grad(one_by_one.square().sum(), list(model.parameters()))
+    for g, r in zip(grads, ref):
+        torch.testing.assert_close(g, r)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre", "none"])
+def test_last_positions_match_the_full_forward(norm):
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm)
+    model = BatchedTransformer(cfg, seeds=[0, 1]).double()
+    tokens = torch.randint(0, 5, (4, 8))
+    full = model(tokens)
+    for last in (1, 3, 8):
+        torch.testing.assert_close(model(tokens, last=last), full[:, :, -last:])
+    with pytest.raises(ValueError, match="last must be between 1 and the sequence length 8"):
+        model(tokens, last=9)
+
+
 def test_each_seed_initialises_the_same_model_in_any_ensemble():
     a, b = BatchedTransformer(CFG, seeds=[3, 7]), BatchedTransformer(CFG, seeds=[7])
     for name, p in a.params.items():

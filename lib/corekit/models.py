@@ -137,14 +137,42 @@ class BatchedTransformer(nn.Module):
         """Return every model's matrices (embeddings, attention, MLP, unembedding) flattened: (M, P)."""
         return torch.cat([v.detach().flatten(1) for k, v in self.params.items() if v.dim() >= 3], dim=1)
 
-    def _attention(self, i: int, x: Tensor) -> Tensor:
-        """Return the causal multi-head attention output (M, B, T, D) of layer i."""
+    def _token_keys_values(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """Return layer 0's keys and values (M, B, H, T, e), computed once per (token, position) and gathered.
+
+        Without dropout the first attention layer's input depends only on the token and its position,
+        so V·T table rows replace B·T per-example rows (the same numbers, far fewer FLOPs when B ≫ V).
+        """
+        M, B, T = tokens.shape
+        table = self.p("W_E")[:, :, None, :] + self.p("W_pos")[:, None, :T, :]        # (M, V, T, D)
+        if self.config.norm == "pre":
+            table = _layer_norm(table, self.p("0.ln1_w"), self.p("0.ln1_b"))
+        rows = (tokens * T + torch.arange(T, device=tokens.device)).reshape(M, B * T, 1)
+        out = []
+        for name in ("0.W_K", "0.W_V"):
+            W = self.p(name)                                                                 # (M, H, D, e)
+            H, e = W.shape[1], W.shape[3]
+            kv = table.reshape(M, -1, table.shape[-1]) @ W.permute(0, 2, 1, 3).reshape(M, -1, H * e)   # (M, V·T, H·e)
+            kv = torch.gather(kv, 1, rows.expand(-1, -1, H * e))                             # (M, B·T, H·e)
+            out.append(kv.view(M, B, T, H, e).transpose(2, 3))
+        return out[0], out[1]
+
+    def _attention(self, i: int, x: Tensor, last: int | None = None,
+                   kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """Return the causal multi-head attention output (M, B, T', D) of layer i at the last T' = ``last`` positions.
+
+        ``last`` defaults to all positions; ``kv`` supplies precomputed keys and values (M, B, H, T, e).
+        """
         T = x.shape[-2]
-        q = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_Q"))
-        k = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_K"))
-        v = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_V"))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.config.d_head)   # (M, B, H, T, T)
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        last = T if last is None else last
+        q = torch.einsum("mbtd,mhde->mbhte", x[:, :, T - last:], self.p(f"{i}.W_Q"))
+        if kv is None:
+            k = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_K"))
+            v = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_V"))
+        else:
+            k, v = kv
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.config.d_head)   # (M, B, H, T', T)
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)[T - last:]
         pattern = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
         pattern = F.dropout(pattern, self.config.dropout, self.training)
         out = torch.einsum("mbhte,mhed->mbtd", pattern @ v, self.p(f"{i}.W_O"))
@@ -160,21 +188,27 @@ class BatchedTransformer(nn.Module):
         out = torch.einsum("mbtf,mfd->mbtd", hidden, self.p(f"{i}.W_out"))
         return out if self.p(f"{i}.b_out") is None else out + self.p(f"{i}.b_out")[:, None, None, :]
 
-    def _block(self, i: int, x: Tensor) -> Tensor:
-        """Return the residual stream (M, B, T, D) after layer i."""
+    def _block(self, i: int, x: Tensor, last: int | None = None, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """Return the residual stream (M, B, T', D) after layer i at the last T' = ``last`` (default: all) positions."""
         drop = lambda y: F.dropout(y, self.config.dropout, self.training)  # noqa: E731
         ln = lambda y, j: _layer_norm(y, self.p(f"{i}.ln{j}_w"), self.p(f"{i}.ln{j}_b"))  # noqa: E731
+        kept = x if last is None else x[:, :, x.shape[-2] - last:]
         if self.config.norm == "post":
-            x = ln(x + drop(self._attention(i, x)), 1)
+            x = ln(kept + drop(self._attention(i, x, last, kv)), 1)
             return ln(x + drop(self._mlp(i, x)), 2)
         if self.config.norm == "pre":
-            x = x + drop(self._attention(i, ln(x, 1)))
+            x = kept + drop(self._attention(i, ln(x, 1), last, kv))
             return x + drop(self._mlp(i, ln(x, 2)))
-        x = x + drop(self._attention(i, x))
+        x = kept + drop(self._attention(i, x, last, kv))
         return x + drop(self._mlp(i, x))
 
-    def residual(self, tokens: Tensor) -> Tensor:
-        """Return the final residual stream h (M, B, T, D) that the linear unembedding reads."""
+    def residual(self, tokens: Tensor, last: int | None = None) -> Tensor:
+        """Return the final residual stream h (M, B, T', D) that the unembedding reads, at the last T' = ``last`` positions.
+
+        ``last`` defaults to all positions. With ``last`` the final layer computes its queries, MLP and
+        output only at those positions (what a loss on the last tokens reads), with the same values as
+        the full pass.
+        """
         if tokens.dim() == 2:
             tokens = tokens.expand(self.n_models, *tokens.shape)
         if tokens.shape[0] != self.n_models:
@@ -186,8 +220,12 @@ class BatchedTransformer(nn.Module):
         x = torch.gather(W_E, 1, tokens.reshape(M, B * T, 1).expand(-1, -1, W_E.shape[-1]))
         x = x.view(M, B, T, -1) + self.p("W_pos")[:, None, :T, :]
         x = F.dropout(x, self.config.dropout, self.training)
+        if last is not None and not 1 <= last <= T:
+            raise ValueError(f"last must be between 1 and the sequence length {T}, got {last!r}")
+        tabulate = B > self.config.vocab and not (self.training and self.config.dropout > 0)
+        kv = self._token_keys_values(tokens) if tabulate else None
         for i in range(self.config.n_layers):
-            x = self._block(i, x)
+            x = self._block(i, x, last if i == self.config.n_layers - 1 else None, kv if i == 0 else None)
         if self.config.norm == "pre":
             x = _layer_norm(x, self.p("lnf_w"), self.p("lnf_b"))
         return x
@@ -200,9 +238,9 @@ class BatchedTransformer(nn.Module):
             logits = logits + self.p("b_U").view((M,) + (1,) * (h.dim() - 2) + (-1,))
         return logits
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        """Return logits (M, B, T, V) for tokens (B, T) shared by all models or (M, B, T)."""
-        return self.unembed(self.residual(tokens))
+    def forward(self, tokens: Tensor, last: int | None = None) -> Tensor:
+        """Return logits (M, B, T', V) at the last T' = ``last`` (default: all) positions for tokens (B, T) or (M, B, T)."""
+        return self.unembed(self.residual(tokens, last))
 
 
 class BatchedQuadraticMLP(nn.Module):

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -124,7 +124,7 @@ def evaluate(model: BatchedTransformer, data: Dataset, batch_size: int = 4096) -
     acc_sum = torch.zeros(model.n_models, device=data.x.device)
     for start in range(0, len(data), batch_size):
         x, y = data.x[start:start + batch_size], data.y[start:start + batch_size]
-        loss, acc = losses_and_accuracy(model(x), y)
+        loss, acc = losses_and_accuracy(model(x, last=y.shape[-1]), y)
         loss_sum += loss * x.shape[0]
         acc_sum += acc * x.shape[0]
     model.train(was_training)
@@ -179,6 +179,7 @@ def train_ensemble(
     snapshot_steps: Sequence[int] = (),
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = 1000,
+    stop: Callable[[History], bool] | None = None,
     progress: bool = True,
 ) -> History:
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
@@ -187,7 +188,8 @@ def train_ensemble(
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on the first
     ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay`` are one number or one per model.
     With ``checkpoint_dir`` the run saves its state every ``checkpoint_every`` steps and, when called
-    again with the same model, data and settings, resumes from the last checkpoint.
+    again with the same model, data and settings, resumes from the last checkpoint. ``stop(history)``,
+    asked after every evaluation, ends the run early when it returns True.
     """
     device = next(model.parameters()).device
     M, N = model.n_models, len(train)
@@ -239,8 +241,9 @@ def train_ensemble(
                mininterval=1.0)
     if step == 0:
         record()
+    stopped = stop is not None and stop(history)
     batches = None
-    while step < steps:
+    while step < steps and not stopped:
         if batch_size == N:                                      # full batch: every model sees (N, T)
             x, y = train.x, train.y
         else:
@@ -250,7 +253,7 @@ def train_ensemble(
             idx = batches[within]                                # (M, batch_size)
             x, y = train.x[idx], train.y[idx]
         opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
-        loss, _ = losses_and_accuracy(model(x), y)
+        loss, _ = losses_and_accuracy(model(x, last=y.shape[-1]), y)
         model.zero_grad(set_to_none=False)
         loss.sum().backward()                                    # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
         opt.step()
@@ -260,7 +263,8 @@ def train_ensemble(
             record()
             if test is not None:
                 bar.set_postfix(test_acc=f"{min(history.test_acc[-1]):.3f}–{max(history.test_acc[-1]):.3f}")
-        if ckpt is not None and (step % checkpoint_every == 0 or step == steps):
+            stopped = stop is not None and stop(history)
+        if ckpt is not None and (step % checkpoint_every == 0 or step == steps or stopped):
             save_checkpoint()
     bar.close()
     model.eval()

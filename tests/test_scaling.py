@@ -1,0 +1,71 @@
+"""Scaling-law fits against SciPy's regression, known synthetic laws and bootstrap coverage."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from corekit.scaling import (bootstrap, coefficient_of_variation, collapse_values, geometric_means, log_law,
+                             log_law_fit, power_law_band, power_law_fit)
+
+
+def test_power_law_fit_matches_scipy_linregress_in_log_space():
+    rng = np.random.default_rng(0)
+    x = np.array([0.3, 0.5, 1.0, 1.5, 2.0, 3.0])
+    y = 800 * x ** -1.1 * np.exp(rng.normal(0, 0.1, x.size))
+    fit = power_law_fit(x, y)
+    ref = stats.linregress(np.log(x), np.log(y))
+    assert fit.params["k"] == pytest.approx(ref.slope, rel=1e-10)
+    assert fit.params["A"] == pytest.approx(np.exp(ref.intercept), rel=1e-10)
+    assert fit.r2 == pytest.approx(ref.rvalue ** 2, rel=1e-10)
+    np.testing.assert_allclose(fit.predict(x), np.exp(ref.intercept) * x ** ref.slope)
+
+
+def test_log_law_fit_recovers_its_parameters():
+    p = np.array([31, 43, 53, 61, 79, 89, 101], dtype=float)
+    tau = log_law(p, 5000.0, 17.0)
+    fit = log_law_fit(p, tau)
+    assert fit.params["Omega"] == pytest.approx(5000.0, rel=1e-4)
+    assert fit.params["p_c"] == pytest.approx(17.0, rel=1e-4)
+    assert fit.r2 == pytest.approx(1.0, abs=1e-9)
+    assert log_law(1e6, 5000.0, 17.0) == pytest.approx(5000.0 * 17.0 / 1e6, rel=1e-4)   # Ω·p_c/p for large p
+
+
+def test_bootstrap_interval_covers_the_true_exponent():
+    rng = np.random.default_rng(1)
+    x = np.array([0.3, 0.5, 1.0, 1.5, 2.0, 3.0])
+    covered = 0
+    for trial in range(40):
+        points = {w: 1000 * w ** -1.0 * np.exp(rng.normal(0, 0.3, 12)) for w in x}
+        est, lo, hi = bootstrap(points, lambda a, b: power_law_fit(a, b).params["k"], n_boot=300, seed=trial)
+        assert lo <= est <= hi
+        covered += lo <= -1.0 <= hi
+    assert covered >= 32                                  # nominal 95%: well above 80% of 40 trials
+
+
+def test_geometric_means_skip_points_without_a_grokked_run():
+    x, g = geometric_means({1.0: np.array([2.0, 8.0]), 2.0: np.array([]), 3.0: np.array([5.0])})
+    np.testing.assert_allclose(x, [1.0, 3.0])
+    np.testing.assert_allclose(g, [4.0, 5.0])
+    with pytest.raises(ValueError, match="at least two points"):
+        geometric_means({1.0: np.array([2.0]), 2.0: np.array([])})
+
+
+def test_collapse_and_coefficient_of_variation():
+    v = collapse_values([53, 53, 31], [1.0, 2.0, 1.0], [100.0, 50.0, 171.0])
+    np.testing.assert_allclose(v, [5300, 5300, 5301])
+    assert coefficient_of_variation(v) == pytest.approx(np.std(v) / np.mean(v))
+    with pytest.raises(ValueError, match="positive"):
+        power_law_fit([1.0, -2.0], [1.0, 2.0])
+
+
+def test_power_law_band_brackets_the_fit_and_vanishes_without_noise():
+    x = np.array([0.5, 1.0, 2.0])
+    exact = {w: np.full(4, 100 / w) for w in x}
+    low, high = power_law_band(exact, x, n_boot=50)
+    np.testing.assert_allclose(low, 100 / x, rtol=1e-9)
+    np.testing.assert_allclose(high, 100 / x, rtol=1e-9)
+    rng = np.random.default_rng(0)
+    noisy = {w: 100 / w * np.exp(rng.normal(0, 0.3, 8)) for w in x}
+    low, high = power_law_band(noisy, x, n_boot=200)
+    fit = power_law_fit(*geometric_means(noisy))
+    assert (low <= fit.predict(x)).all() and (fit.predict(x) <= high).all() and (high > low).all()

@@ -1,0 +1,108 @@
+"""Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, local vs Ray execution."""
+
+import numpy as np
+import pytest
+import torch
+
+from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.sweep import (RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus,
+                           run_sweep, shards)
+from corekit.train import Dataset, History, train_ensemble
+
+TINY = SweepSettings(d_model=16, n_heads=2, d_mlp=32, norm="pre", lr=1e-2, max_steps=200, margin=20,
+                     eval_every=10)
+
+
+def test_grid_checks_its_values():
+    specs = grid([5, 7], [0.5, 1], [0, 1])
+    assert len(specs) == 8 and specs[0] == RunSpec(5, 0.5, 0, 0)
+    with pytest.raises(ValueError, match="p must be prime"):
+        grid([9], [1.0], [0])
+    with pytest.raises(ValueError, match="weight_decays must be positive"):
+        grid([5], [0.0], [0])
+    with pytest.raises(ValueError, match="non-empty"):
+        grid([], [1.0], [0])
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        SweepSettings(max_steps=0)
+
+
+def test_shards_group_by_modulus_and_batch_size():
+    specs = grid([5, 7], [0.5, 1.0], [0, 1, 2]) + grid([7], [1.0], [0], batch_size=16)
+    parts = shards(specs)
+    assert [(s[0].p, s[0].batch_size, len(s)) for s in parts] == [(5, 0, 6), (7, 0, 6), (7, 16, 1)]
+    assert [len(s) for s in shards(specs, max_models=4)] == [4, 2, 4, 2, 1]
+
+
+def _history(train, test, steps):
+    h = History(steps=list(steps))
+    h.train_acc = [list(r) for r in np.array(train).T]
+    h.test_acc = [list(r) for r in np.array(test).T]
+    return h
+
+
+def test_grokking_times_and_stop_rule():
+    steps = [0, 10, 20, 30, 40]
+    h = _history(train=[[0.1, 0.995, 1, 1, 1], [0.2, 0.5, 0.99, 1, 1]],
+                 test=[[0.0, 0.1, 0.2, 0.99, 1.0], [0.0, 0.0, 0.1, 0.2, 0.3]], steps=steps)
+    t_train, t_test = grokking_times(h, 0.99)
+    assert t_train == [10.0, 20.0] and t_test == [30.0, None]
+    assert not StopAfterGrokking(0.99, 10)(h)                   # model 1 has not grokked
+    h2 = _history(train=[[1] * 5, [1] * 5], test=[[0, 0, 0.99, 1, 1], [0, 0.99, 1, 1, 1]], steps=steps)
+    assert StopAfterGrokking(0.99, 20)(h2) and not StopAfterGrokking(0.99, 30)(h2)
+
+
+def test_train_ensemble_stops_when_asked():
+    model = BatchedTransformer(TransformerConfig(vocab=5, n_ctx=3, d_model=8, n_heads=2, d_mlp=8), [0])
+    data = Dataset(torch.randint(0, 5, (16, 3)), torch.randint(0, 5, (16,)))
+    h = train_ensemble(model, data, data, steps=100, eval_every=10, progress=False,
+                       stop=lambda hist: hist.steps[-1] >= 30)
+    assert h.steps[-1] == 30
+
+
+def _records(results):
+    return [(r.spec, r.t_train, r.t_test, r.tau, r.censored, r.steps, r.test_acc) for r in results]
+
+
+def test_a_run_does_not_depend_on_its_shard():
+    specs = grid([5, 7], [0.5, 2.0], [0, 1])
+    together = run_sweep(specs, TINY, device="cpu", progress=False)
+    apart = run_sweep(specs, TINY, device="cpu", max_models=1, progress=False)
+    assert _records(together) == _records(apart)
+    assert all(r.t_train is not None for r in together)        # the tiny models fit their training pairs
+    for r in together:
+        assert r.censored == (r.tau is None)
+        assert r.tau is None or r.tau == r.t_test - r.t_train
+    taus = point_taus(together, "weight_decay")
+    assert sorted(taus) == [0.5, 2.0]
+
+
+def test_checkpointed_sweep_resumes_to_the_same_records(tmp_path):
+    specs = grid([5], [1.0], [0, 1])
+    first = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    assert any(tmp_path.rglob("last.pt"))
+    again = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    assert _records(first) == _records(again)
+
+
+def test_ray_shards_merge_to_the_single_process_result():
+    import ray
+
+    specs = grid([5, 7], [0.5, 2.0], [0, 1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                                    # Ray workers run one thread each
+    try:
+        local = run_sweep(specs, TINY, device="cpu", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert ray.cluster_resources()["CPU"] == 2
+        remote = run_sweep(specs, TINY, executor="ray", max_models=4)
+    finally:
+        ray.shutdown()
+    assert _records(remote) == _records(local)
+
+
+def test_unknown_executor_is_a_clear_error():
+    with pytest.raises(ValueError, match="executor must be"):
+        run_sweep(grid([5], [1.0], [0]), TINY, executor="slurm")
