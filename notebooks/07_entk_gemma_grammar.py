@@ -131,7 +131,7 @@ for x, g in list(zip(sel.contexts, sel.greedy))[::max(1, N // 6)][:6]:
 # ## The operator and its top eigenpairs, layer by layer
 #
 # One forward pass over the contexts caches every layer of the sweep; then, for each layer, block Lanczos with
-# full reorthogonalisation ({func}`corekit.entk.lanczos`) on $\tilde K$ with a Krylov space of
+# full reorthogonalisation (`corekit.entk.lanczos`) on $\tilde K$ with a Krylov space of
 # `lanczos_vectors` vectors, residuals $\|\tilde K v - \lambda v\|$ reported. Products run only the
 # blocks after the module; the last block computes its query (and everything after attention) at the
 # last position only.

@@ -250,6 +250,7 @@ def test_layer_out_of_range_is_named(lm):
 
 
 def test_loader_errors_name_what_to_install(monkeypatch, tmp_path):
+    llm.clear_loaded()                                          # an earlier test may have loaded a model
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(llm.ModelNotAvailable, match=r"huggingface\.co.*install-models\.sh"):
         llm.load("no-such-org/no-such-model", device="cpu")
