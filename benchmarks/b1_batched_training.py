@@ -53,11 +53,15 @@ class LoneTransformer(nn.Module):
         return self.unembed(x)
 
 
-def flops_per_model_step(n_examples: int, n_ctx: int, d_model: int, d_mlp: int, n_out: int) -> float:
-    """Return the matmul FLOPs of one forward + backward pass of one model over the batch (3× forward)."""
-    tokens = n_examples * n_ctx
-    per_token = 2 * (4 * d_model * d_model + 2 * d_model * d_mlp + d_model * n_out) + 4 * n_ctx * d_model
-    return 3.0 * tokens * per_token
+def flops_per_model_step(n_examples: int, n_ctx: int, d_model: int, d_mlp: int, n_out: int, vocab: int) -> float:
+    """Return the matmul FLOPs corekit executes for one forward + backward pass of one model (3× forward).
+
+    The loss reads the last position only, so queries, attention output, MLP and unembedding run
+    there; keys and values come from the (vocab × n_ctx) table of layer-0 inputs.
+    """
+    per_example = 2 * (2 * d_model * d_model + 2 * d_model * d_mlp + d_model * n_out) + 4 * n_ctx * d_model
+    table = 2 * 2 * vocab * n_ctx * d_model * d_model
+    return 3.0 * (n_examples * per_example + table)
 
 
 def time_loop(models, optims, x, y, steps: int, device: torch.device) -> float:
@@ -111,7 +115,7 @@ def main() -> None:
     sync(device)
     ours_s = time.perf_counter() - start
 
-    flops = flops_per_model_step(len(x), 3, d_model, d_mlp, p) * M * steps / ours_s
+    flops = flops_per_model_step(len(x), 3, d_model, d_mlp, p, p + 1) * M * steps / ours_s
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     precision = "tf32" if args.tf32 and device.type == "cuda" else "fp32"
     peak = next((v[precision] for k, v in PEAK_FLOPS.items() if k in name), None)
