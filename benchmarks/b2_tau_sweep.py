@@ -22,8 +22,8 @@ import torch
 
 from common import add_common_arguments, emit, setup, sync
 from corekit.cli import effective_parameters, find_root, get_notebook, parse_value, read_parameters
-from corekit.sweep import RunSpec, SweepSettings, grid, run_shard, run_sweep, shards
-from corekit.train import Dataset, train_ensemble
+from corekit.sweep import RunSpec, SweepSettings, grid, run_shard, run_sweep, shard_problem, shards
+from corekit.train import train_ensemble
 
 NOTEBOOK = "03_grokking_scaling_law"
 
@@ -37,19 +37,11 @@ def notebook_parameters(profile: str, overrides: dict) -> dict:
 
 def lone_seconds_per_step(spec: RunSpec, settings: SweepSettings, device: torch.device, steps: int) -> float:
     """Return seconds per optimizer step of a single model of ``spec``'s shard (after one warm-up step)."""
-    from corekit.models import BatchedTransformer, TransformerConfig
-    from corekit.tasks.modular import modular_addition
-
-    task = modular_addition(spec.p, settings.train_frac, seed=settings.data_seed)
-    x, y = task.tokens(), task.labels
-    train = Dataset(x[task.train_idx], y[task.train_idx]).to(device)
-    config = TransformerConfig(vocab=spec.p + 1, n_ctx=3, d_model=settings.d_model, n_heads=settings.n_heads,
-                               d_mlp=settings.d_mlp, n_layers=1, norm=settings.norm, n_out=spec.p)
-    model = BatchedTransformer(config, [spec.seed]).to(device)
+    model, train, test = shard_problem([spec], settings, str(device))
+    train, test = train.to(device), test.to(device)
     kwargs = dict(batch_size=spec.batch_size or None, lr=settings.lr, betas=settings.betas,
                   weight_decay=spec.weight_decay, eval_every=settings.eval_every, eval_train_size=len(train),
                   progress=False)
-    test = Dataset(x[task.test_idx], y[task.test_idx]).to(device)
     train_ensemble(model, train, test, steps=1, **kwargs)
     sync(device)
     start = time.perf_counter()

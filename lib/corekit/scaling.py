@@ -73,6 +73,11 @@ def geometric_means(points: Mapping[float, np.ndarray]) -> tuple[np.ndarray, np.
     return (np.array([float(x) for x, _ in keep]), np.array([float(np.exp(np.log(t).mean())) for _, t in keep]))
 
 
+def _resample(points: Mapping[float, np.ndarray], rng: np.random.Generator) -> dict[float, np.ndarray]:
+    """Return every point's τ (n,) resampled with replacement (its seeds drawn again)."""
+    return {x: t[rng.integers(0, len(t), len(t))] if len(t) else t for x, t in points.items()}
+
+
 def bootstrap(points: Mapping[float, np.ndarray], statistic: Callable[[np.ndarray, np.ndarray], float],
               n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """Return (estimate, low, high): ``statistic(x, geometric means)`` and its percentile interval over seed resamples."""
@@ -82,7 +87,7 @@ def bootstrap(points: Mapping[float, np.ndarray], statistic: Callable[[np.ndarra
     rng = np.random.default_rng(seed)
     draws = []
     for _ in range(n_boot):
-        resampled = {x: t[rng.integers(0, len(t), len(t))] if len(t) else t for x, t in points.items()}
+        resampled = _resample(points, rng)
         try:
             draws.append(statistic(*geometric_means(resampled)))
         except (ValueError, RuntimeError):        # a resample can leave too few points to fit
@@ -96,7 +101,7 @@ def power_law_band(points: Mapping[float, np.ndarray], xs, n_boot: int = 1000, l
     """Return (low, high) (n,): the percentile band of bootstrap power-law fits evaluated at xs (n,)."""
     rng, preds = np.random.default_rng(seed), []
     for _ in range(n_boot):
-        resampled = {x: t[rng.integers(0, len(t), len(t))] if len(t) else t for x, t in points.items()}
+        resampled = _resample(points, rng)
         try:
             preds.append(power_law_fit(*geometric_means(resampled)).predict(xs))
         except ValueError:

@@ -144,6 +144,18 @@ def _shard_key(specs: Sequence[RunSpec], settings: SweepSettings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def shard_problem(specs: Sequence[RunSpec], settings: SweepSettings,
+                  device: str = "auto") -> tuple[BatchedTransformer, Dataset, Dataset]:
+    """Return (the shard's untrained ensemble on ``device``, its training pairs, its test pairs) for runs of one p."""
+    p = specs[0].p
+    task = modular_addition(p, settings.train_frac, seed=settings.data_seed)
+    x, y = task.tokens(), task.labels
+    train, test = Dataset(x[task.train_idx], y[task.train_idx]), Dataset(x[task.test_idx], y[task.test_idx])
+    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=settings.d_model, n_heads=settings.n_heads,
+                               d_mlp=settings.d_mlp, n_layers=settings.n_layers, norm=settings.norm, n_out=p)
+    return BatchedTransformer(config, [s.seed for s in specs]).to(default_device(device)), train, test
+
+
 def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "auto",
               checkpoint_dir: str | None = None, threads: int | None = None,
               progress: bool = True) -> list[RunResult]:
@@ -157,13 +169,7 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
     if threads is not None:
         torch.set_num_threads(threads)
     p, batch_size = specs[0].p, specs[0].batch_size
-    dev = default_device(device)
-    task = modular_addition(p, settings.train_frac, seed=settings.data_seed)
-    x, y = task.tokens(), task.labels
-    train, test = Dataset(x[task.train_idx], y[task.train_idx]), Dataset(x[task.test_idx], y[task.test_idx])
-    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=settings.d_model, n_heads=settings.n_heads,
-                               d_mlp=settings.d_mlp, n_layers=settings.n_layers, norm=settings.norm, n_out=p)
-    model = BatchedTransformer(config, [s.seed for s in specs]).to(dev)
+    model, train, test = shard_problem(specs, settings, device)
     folder = None if checkpoint_dir is None else str(Path(checkpoint_dir) / f"p{p}_b{batch_size}_{_shard_key(specs, settings)}")
     history = train_ensemble(
         model, train, test, steps=settings.max_steps, batch_size=batch_size or None, lr=settings.lr,
