@@ -5,7 +5,7 @@ Two workloads, each timed baseline-then-ours in one process on the same device a
 * **llm**: g = ∂margin/∂h_l, the agreement margin logit(are) + logit(were) − logit(is) − logit(was)
   w.r.t. the residual stream at layer l (the last prompt position), for N prompts. Baseline: for each
   prompt alone, the full causal-LM forward (all logits), a forward hook that turns h_l into a leaf,
-  and ``torch.autograd.grad``. Ours: ``corekit.llm`` (one cached pass over the prompt prefixes, then
+  and ``torch.autograd.grad``. Ours: ``corekit.lm`` (one cached pass over the prompt prefixes, then
   the last token of every prompt at once through the margin's four unembedding rows, one backward).
 * **grokking**: all (centred) logits w.r.t. the last layer's residual stream of a small batched
   2-layer transformer on a + b mod p (M models × N inputs × K = p outputs). Baseline: one
@@ -29,7 +29,9 @@ import time
 import torch
 
 from common import add_common_arguments, emit, setup, sync
-from corekit import ace, llm
+from corekit import ace
+from corekit import lm as llm
+from corekit.tasks.agreement import margin_head, verb_tokens
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks import agreement
 from corekit.tasks.modular import modular_addition
@@ -51,7 +53,7 @@ def top_sv_rel_error(h: torch.Tensor, J: torch.Tensor, h_ref: torch.Tensor, J_re
 
 def llm_baseline(lm: llm.LM, model, prompts: list[str], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (h_l, g) (N, D) at the last position, one prompt at a time, with the model's full logits."""
-    ids = llm.verb_tokens(lm)
+    ids = verb_tokens(lm)
     blocks = llm.LM(lm.name, model, lm.tokenizer, lm.source).blocks     # this model's own blocks
     block = blocks[layer - 1] if layer > 0 else None
     hs, gs = [], []
@@ -86,7 +88,7 @@ def llm_baseline(lm: llm.LM, model, prompts: list[str], layer: int) -> tuple[tor
 def llm_ours(lm: llm.LM, prompts: list[str], layer: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (h_l, g) (N, D) at the last position for every prompt at once."""
     pre = llm.prefix(lm, llm.encode(lm, prompts), batch_size)
-    out = llm.last_token(pre, read=[layer], grad=True)
+    out = llm.last_token(pre, margin_head(lm), read=[layer], grad=True)
     return out.h[0], out.g[0]
 
 

@@ -19,9 +19,9 @@ PYTHON="${PYTHON:-python}"
 
 if [ "${COREKIT_PREPARE:-1}" != "0" ]; then
     if "$PYTHON" -c "import transformers, gguf, accelerate" 2>/dev/null; then
-        "$PYTHON" -m corekit.llm prepare gemma-3-270m smollm2-135m
+        "$PYTHON" -m corekit.lm prepare gemma-3-270m smollm2-135m
     else
         echo "install-models.sh: transformers / gguf / accelerate missing; run pip install -e '.[llm]'" \
-             "then python -m corekit.llm prepare to convert the models" >&2
+             "then python -m corekit.lm prepare to convert the models" >&2
     fi
 fi

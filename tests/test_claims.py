@@ -32,3 +32,33 @@ def test_table_shows_failures_and_rejects_duplicate_ids():
     assert "| `x` | 2 | 1 | = 2 | FAIL |" in claims.table()._repr_markdown_()
     with pytest.raises(ValueError, match="twice"):
         claims.add("x", 2.0, target="= 2")
+
+
+NOTEBOOK_WITH_PARAMETERS = """\
+# %% [markdown]
+# # A notebook
+
+# %% tags=["parameters"]
+scale = 2.0  # a float
+names = ["a", "b"]  # a list
+
+# %%
+unrelated = 1
+"""
+
+
+def test_claims_capture_the_parameters_cell_from_the_callers_globals(tmp_path, monkeypatch):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "99_demo.py").write_text(NOTEBOOK_WITH_PARAMETERS)
+    monkeypatch.delenv("COREKIT_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path / "notebooks")
+    namespace = {"Claims": Claims, "scale": 3.5, "names": ["c"], "unrelated": 7}       # 3.5: an injected value
+    exec("claims = Claims('99_demo', resolved={'device': 'cpu'})", namespace)
+    assert namespace["claims"].parameters == {"scale": 3.5, "names": ["c"], "device": "cpu"}
+    monkeypatch.chdir(tmp_path)                                                          # found below the root too
+    assert Claims("99_demo", namespace={"scale": 1, "names": []}).parameters == {"scale": 1, "names": []}
+    with pytest.raises(ValueError, match=r"declares the parameters \['names'\]"):
+        Claims("99_demo", namespace={"scale": 1})
+    with pytest.raises(FileNotFoundError, match="no 98_missing.py"):
+        Claims("98_missing", namespace={})
+    assert Claims("98_missing", {"x": 1}).parameters == {"x": 1}                        # explicit: as given

@@ -93,6 +93,24 @@ def test_structured_kernels_match_naive_autograd_in_every_mode(norm, bias):
                                        msg=f"{mode} kernel of {name}")
 
 
+@pytest.mark.parametrize("mode", entk.MODES)
+def test_every_kernel_strategy_agrees_with_the_others_and_with_naive_autograd(mode):
+    """Each named strategy against each other one and against the dense per-example autograd reference."""
+    model = _tiny_transformer("pre", True)
+    tokens = _tokens(n=4)
+    naive = _naive_full_kernels(model, 0, tokens)
+    reference = _reduce(sum(naive.values()), mode)
+    fm = entk.functional_transformer(model, 0)
+    got = {strategy: entk.kernel(strategy, fm, tokens, mode) for strategy in entk.STRATEGIES}
+    for strategy, K in got.items():
+        torch.testing.assert_close(K, reference, atol=1e-10, rtol=1e-9, msg=f"{strategy} vs naive autograd ({mode})")
+    for a in entk.STRATEGIES:
+        for b in entk.STRATEGIES:
+            torch.testing.assert_close(got[a], got[b], atol=1e-10, rtol=1e-9, msg=f"{a} vs {b} ({mode})")
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        entk.kernel("finite-differences", fm, tokens, mode)
+
+
 def test_mlp_kernels_match_finite_differences():
     model = BatchedQuadraticMLP(6, 4, 3, seeds=[3]).double()
     fm = entk.functional_mlp(model)

@@ -14,7 +14,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 from torch.func import functional_call, jacrev  # noqa: E402
 
-from corekit import entk, llm  # noqa: E402
+from corekit import entk
+from corekit import lm as llm  # noqa: E402
 
 
 def tiny_gemma(softcap=None) -> llm.LM:

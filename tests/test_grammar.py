@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from corekit import probes
 from corekit.tasks import grammar
 
 spacy = pytest.importorskip("spacy")
@@ -64,20 +65,20 @@ def test_word_class_after(nlp):
 
 def test_stratified_split():
     classes = np.array(["A"] * 10 + ["B"] * 6 + ["C"] * 4)
-    train, test = grammar.stratified_split(classes, seed=3)
+    train, test = probes.stratified_split(classes, seed=3)
     assert len(set(train) & set(test)) == 0 and len(train) + len(test) == 20
     for c, n in (("A", 5), ("B", 3), ("C", 2)):
         assert (classes[train] == c).sum() == n and (classes[test] == c).sum() == n
-    again = grammar.stratified_split(classes, seed=3)
+    again = probes.stratified_split(classes, seed=3)
     assert (again[0] == train).all()
     with pytest.raises(ValueError, match="train_fraction"):
-        grammar.stratified_split(classes, train_fraction=1.0)
+        probes.stratified_split(classes, train_fraction=1.0)
 
 
 def test_pca_scores_match_sklearn():
     from sklearn.decomposition import PCA
     h = torch.randn(40, 6, generator=torch.Generator().manual_seed(0)) * torch.arange(1, 7)
-    ours = grammar.pca_scores(h, 3).numpy()
+    ours = probes.pca_scores(h, 3).numpy()
     ref = PCA(3).fit_transform(h.double().numpy()).T
     np.testing.assert_allclose(np.abs(ours), np.abs(ref), rtol=1e-8, atol=1e-8)
 
@@ -91,7 +92,7 @@ def test_evaluate_against_sklearn():
     S[2] -= 2.0 * y                        # direction 2, with a negative sign, carries the label
     labels = np.stack([y, 1 - y])
     train, test = np.arange(0, N, 2), np.arange(1, N, 2)
-    res = grammar.evaluate(S, labels, ["y", "not y"], train, test)
+    res = probes.evaluate(S, labels, ["y", "not y"], train, test)
     assert res.direction.tolist() == [2, 2] and res.sign.tolist() == [-1.0, 1.0]
     for i, lab in enumerate(labels):
         s = res.sign[i] * S[2]
@@ -101,9 +102,9 @@ def test_evaluate_against_sklearn():
         assert res.train_ap[i] == pytest.approx(best)
     assert res.macro() == pytest.approx(res.test_auroc.mean())
     with pytest.raises(ValueError, match="positives and negatives"):
-        grammar.evaluate(S, np.zeros((1, N), dtype=int), ["none"], train, test)
+        probes.evaluate(S, np.zeros((1, N), dtype=int), ["none"], train, test)
     with pytest.raises(ValueError, match="must agree"):
-        grammar.evaluate(S, labels, ["y"], train, test)
+        probes.evaluate(S, labels, ["y"], train, test)
 
 
 def test_morph_labels_support():

@@ -1,4 +1,4 @@
-"""corekit.llm against independent references.
+"""corekit.lm against independent references.
 
 Most tests use tiny randomly initialised transformers built from a config (Llama, GPT-2 with absolute
 positions, Gemma-3 with a sliding window and logit soft-capping) and a word-level tokenizer: they run
@@ -11,8 +11,11 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from corekit import ace, llm  # noqa: E402
+from corekit import ace  # noqa: E402
+from corekit import lm as llm  # noqa: E402  (``lm`` names a loaded model in these tests)
+from corekit.lm import loading  # noqa: E402
 from corekit.tasks import agreement  # noqa: E402
+from corekit.tasks.agreement import margin_head  # noqa: E402
 
 WORDS = sorted({w for s in agreement.NOUNS.items() for w in s} | {
     a for adjs in agreement.ADJECTIVES.values() for a in adjs} | {
@@ -86,8 +89,8 @@ def test_margins_of_a_padded_batch_match_each_prompt_alone(lm):
     batch = llm.encode(lm, PROMPTS, CHARS)
     assert batch.attention_mask[:, 0].sum() < len(PROMPTS), "the test needs prompts of different lengths"
     ref = reference_margins(lm, PROMPTS)
-    torch.testing.assert_close(llm.margins(lm, batch, batch_size=5), ref, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(llm.last_token(llm.prefix(lm, batch, batch_size=5)).margin, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(llm.readouts(lm, batch, margin_head(lm), batch_size=5), ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(llm.last_token(llm.prefix(lm, batch, batch_size=5), margin_head(lm)).value, ref, atol=1e-4, rtol=1e-4)
 
 
 def test_subject_positions_point_at_the_subject(lm):
@@ -100,9 +103,9 @@ def test_writing_back_the_read_value_leaves_the_logits_unchanged(lm):
     batch = llm.encode(lm, EVEN)
     for layer in (0, 2, lm.n_layers):
         with llm.residual_hooks(lm, read=[layer]) as got:
-            before = llm.margins(lm, batch)
+            before = llm.readouts(lm, batch, margin_head(lm))
         h = got[layer].clone()
-        after = llm.margins(lm, batch, layer=layer, edit=lambda x: h)
+        after = llm.readouts(lm, batch, margin_head(lm), layer=layer, edit=lambda x: h)
         assert torch.equal(before, after)
 
 
@@ -124,7 +127,7 @@ def test_an_intervention_changes_only_downstream(lm):
     mask = batch.from_subject()
     assert mask.any() and (~mask).any()
     with llm.residual_hooks(lm, read=range(L + 1), write={layer: llm.masked(lambda h: h + noise, mask)}) as got:
-        llm.margins(lm, batch)
+        llm.readouts(lm, batch, margin_head(lm))
     for l in range(L + 1):
         diff = (got[l] - clean[l]).abs().amax(-1)                             # (B, T)
         if l < layer:
@@ -137,20 +140,20 @@ def test_an_intervention_changes_only_downstream(lm):
 def test_skipping_the_upstream_blocks_gives_the_same_margins(lm):
     batch = llm.encode(lm, PROMPTS, CHARS)
     pre = llm.prefix(lm, batch)
-    states = llm.last_token(pre, read=range(lm.n_layers + 1)).h
+    states = llm.last_token(pre, margin_head(lm), read=range(lm.n_layers + 1)).h
     q = torch.nn.functional.normalize(torch.randn(lm.n_layers + 1, lm.d_model, 1, dtype=torch.float64), dim=1)
     mean = states.double().mean(1)
     for layer in (1, 2, lm.n_layers):
         edit = llm.core_edit("flip", q[layer], mean[layer])
-        full = llm.margins(lm, batch, layer=layer, edit=edit, positions=batch.from_subject())
+        full = llm.readouts(lm, batch, margin_head(lm), layer=layer, edit=edit, positions=batch.from_subject())
         start = llm.residuals(lm, batch, [layer])[0]
-        torch.testing.assert_close(llm.margins(lm, batch, layer=layer, edit=edit, positions=batch.from_subject(),
+        torch.testing.assert_close(llm.readouts(lm, batch, margin_head(lm), layer=layer, edit=edit, positions=batch.from_subject(),
                                                start=start), full, atol=1e-5, rtol=1e-5)
-        last = llm.last_token(pre, layer=layer, edit=edit).margin
-        torch.testing.assert_close(llm.last_token(pre, layer=layer, edit=edit, start=states[layer]).margin, last,
+        last = llm.last_token(pre, margin_head(lm), layer=layer, edit=edit).value
+        torch.testing.assert_close(llm.last_token(pre, margin_head(lm), layer=layer, edit=edit, start=states[layer]).value, last,
                                    atol=1e-5, rtol=1e-5)
-    sweep = llm.ablation_margins(lm, pre, q, mean, [1, 3], ["flip"], states=states)["flip"]
-    torch.testing.assert_close(sweep[1], llm.last_token(pre, layer=3, edit=llm.core_edit("flip", q[3], mean[3])).margin)
+    sweep = llm.ablations(lm, pre, margin_head(lm), q, mean, [1, 3], ["flip"], states=states)["flip"]
+    torch.testing.assert_close(sweep[1], llm.last_token(pre, margin_head(lm), layer=3, edit=llm.core_edit("flip", q[3], mean[3])).value)
 
 
 def autograd_reference(lm: llm.LM, prompt: str, layer: int) -> torch.Tensor:
@@ -182,13 +185,13 @@ def test_margin_gradients_match_autograd_and_finite_differences(kind):
     lm = tiny(kind, torch.float64)
     batch = llm.encode(lm, PROMPTS[:6])                           # mixed lengths: several chunks
     layers = [0, 2, lm.n_layers]
-    out = llm.last_token(llm.prefix(lm, batch, batch_size=2), read=layers, grad=True)
+    out = llm.last_token(llm.prefix(lm, batch, batch_size=2), margin_head(lm), read=layers, grad=True)
     for j, layer in enumerate(layers):
         ref = torch.stack([autograd_reference(lm, p, layer) for p in PROMPTS[:6]])
         torch.testing.assert_close(out.g[j], ref, atol=1e-9, rtol=1e-6)
     # finite differences along a random direction (RMSNorm computes in float32 inside: eps 1e-3)
     even = llm.encode(lm, EVEN)
-    g = llm.last_token(llm.prefix(lm, even), read=layers, grad=True).g
+    g = llm.last_token(llm.prefix(lm, even), margin_head(lm), read=layers, grad=True).g
     gen = torch.Generator().manual_seed(1)
     for j, layer in enumerate(layers):
         v = torch.randn(len(EVEN), lm.d_model, generator=gen, dtype=torch.float64)
@@ -199,7 +202,7 @@ def test_margin_gradients_match_autograd_and_finite_differences(kind):
                 h = h.clone()
                 h[:, -1] += sign * eps * v
                 return h
-            return llm.margins(lm, even, layer=layer, edit=edit)
+            return llm.readouts(lm, even, margin_head(lm), layer=layer, edit=edit)
         fd = (shifted(1) - shifted(-1)) / (2 * eps)
         torch.testing.assert_close((g[j] * v).sum(-1), fd, atol=1e-3 * float(fd.abs().max()), rtol=1e-3)
 
@@ -255,8 +258,8 @@ def test_loader_errors_name_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(llm.ModelNotAvailable, match=r"huggingface\.co.*install-models\.sh"):
         llm.load("no-such-org/no-such-model", device="cpu")
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr(llm, "_hub_is_offline", lambda: False)
-    monkeypatch.setattr(llm, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(loading, "hub_is_offline", lambda: False)
+    monkeypatch.setattr(loading, "hub_reachable", lambda timeout=3.0: False)
     with pytest.raises(llm.ModelNotAvailable, match=r"not reachable from this machine.*install-models\.sh"):
         llm.load("no-such-org/no-such-model", device="cpu")
     monkeypatch.setattr(llm.OfflineModel, "installed", lambda self: False)
@@ -266,8 +269,8 @@ def test_loader_errors_name_what_to_install(monkeypatch, tmp_path):
         llm.load("gemma-3-270m", device="cpu")
     with pytest.raises(llm.ModelNotAvailable, match="no GGUF file"):
         llm.load(str(tmp_path / "missing.gguf"), device="cpu")
-    real_find_spec = llm.importlib.util.find_spec
-    monkeypatch.setattr(llm.importlib.util, "find_spec",
+    real_find_spec = loading.importlib.util.find_spec
+    monkeypatch.setattr(loading.importlib.util, "find_spec",
                         lambda name, *a: None if name == "gguf" else real_find_spec(name, *a))
     monkeypatch.setattr(llm.OfflineModel, "installed", lambda self: True)
     with pytest.raises(llm.ModelNotAvailable, match=r"gguf not installed: pip install"):
@@ -281,9 +284,9 @@ def test_loading_is_cached_within_a_process(monkeypatch):
         calls.append(offline.name)
         small = tiny("llama")
         return small.model, small.tokenizer, "fake"
-    monkeypatch.setattr(llm, "_load_gguf", fake)
+    monkeypatch.setattr(loading, "_load_gguf", fake)
     monkeypatch.setattr(llm.OfflineModel, "installed", lambda self: True)
-    monkeypatch.setattr(llm, "_LOADED", {})
+    monkeypatch.setattr(loading, "_LOADED", {})
     a = llm.load("smollm2-135m", device="cpu")
     b = llm.load("smollm2-135m", device="cpu")
     assert a is b and calls == ["smollm2-135m"]
@@ -309,17 +312,17 @@ def test_offline_model_margins_and_agreement(name, n_layers):
     lm = real(name)
     assert lm.n_layers == n_layers and llm.load(name, device="cpu") is lm
     assert lm.model.config._attn_implementation == "eager"
-    assert len(set(llm.verb_tokens(lm))) == 4
+    assert len(set(agreement.verb_tokens(lm))) == 4
     prompts = ["The dogs", "The dog", "The keys to the cabinet", "The key to the cabinets"]
     tok = lm.tokenizer
-    ids = llm.verb_tokens(lm)
+    ids = agreement.verb_tokens(lm)
     with torch.no_grad():
         ref = []
         for p in prompts:
             logits = lm.model(**tok(p, return_tensors="pt")).logits[0, -1]
             ref.append(logits[ids[0]] + logits[ids[1]] - logits[ids[2]] - logits[ids[3]])
     batch = llm.encode(lm, prompts)
-    margins = llm.margins(lm, batch)
+    margins = llm.readouts(lm, batch, margin_head(lm))
     torch.testing.assert_close(margins, torch.stack(ref), atol=2e-3, rtol=1e-4)
     assert margins[0] > 0 > margins[1], "the model does not prefer 'are' after 'The dogs'"
     assert margins[2] > 0 > margins[3], "the model does not get the attractor prompts right"

@@ -31,8 +31,7 @@ import matplotlib.pyplot as plt
 
 from corekit.claims import Claims
 
-claims = Claims("{name}", dict(scale=scale, matrix=matrix, fail=fail, write_metrics=write_metrics,
-                              figures=figures))
+claims = Claims("{name}")
 if fail:
     raise RuntimeError("asked to fail")
 

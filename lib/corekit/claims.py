@@ -13,10 +13,13 @@ import html
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from corekit.parameters import declared
 
 #: Environment variable naming the metrics file; ``corekit run`` sets it for the executed notebook.
 METRICS_ENV = "COREKIT_METRICS"
@@ -100,12 +103,31 @@ class ClaimsTable:
         return self._repr_markdown_()
 
 
-class Claims:
-    """Collects a notebook's claims and writes them to its metrics file."""
+def captured_parameters(notebook: str, namespace: dict) -> dict:
+    """Return {name: value in ``namespace``} for every parameter the notebook's parameters cell declares."""
+    names = list(declared(notebook))
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise ValueError(f"{notebook} declares the parameters {missing} but they are not defined in the namespace")
+    return {n: namespace[n] for n in names}
 
-    def __init__(self, notebook: str, parameters: dict):
+
+class Claims:
+    """Collects a notebook's claims and writes them to its metrics file.
+
+    ``Claims(notebook)`` records the notebook's parameters itself: the names its parameters cell
+    declares (:func:`corekit.parameters.declared`), with their values in the caller's globals (papermill's
+    injected values included); ``resolved`` adds or replaces entries (e.g. the device "auto" became).
+    ``parameters`` given explicitly are recorded as they are.
+    """
+
+    def __init__(self, notebook: str, parameters: dict | None = None, *, resolved: dict | None = None,
+                 namespace: dict | None = None):
         self.notebook = notebook
-        self.parameters = to_jsonable(parameters)
+        if parameters is None:
+            parameters = captured_parameters(notebook, namespace if namespace is not None
+                                             else sys._getframe(1).f_globals)
+        self.parameters = to_jsonable({**parameters, **(resolved or {})})
         self.claims: list[Claim] = []
         self._start = time.perf_counter()
 

@@ -12,7 +12,6 @@ A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import copy
 import fnmatch
@@ -32,9 +31,8 @@ from typing import Any, Iterator
 import yaml
 
 from corekit.claims import METRICS_ENV
+from corekit.parameters import ROOT_ENV, Parameter, parameters_cell, parse_parameters
 
-#: Environment variable naming the book's root folder (holding ``_toc.yml`` and ``notebooks/``).
-ROOT_ENV = "COREKIT_ROOT"
 #: Environment variable naming the folder where the executed notebook saves its figures.
 FIGURES_ENV = "COREKIT_FIGURES"
 PROFILES = ("quick", "paper")
@@ -159,40 +157,6 @@ def toc_notebooks(root: Path) -> list[str]:
 
 # --------------------------------------------------------------------------------------------
 # Parameters
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """A notebook parameter: its name, its default (source text) and the comment beside it."""
-
-    name: str
-    default: str
-    help: str = ""
-
-
-def parameters_cell(py: Path) -> str | None:
-    """Return the source of the first code cell tagged ``parameters`` in a py:percent notebook."""
-    import jupytext
-
-    for cell in jupytext.read(py).cells:
-        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
-            return cell.source
-    return None
-
-
-def parse_parameters(source: str) -> dict[str, Parameter]:
-    """Return the parameters assigned in a parameters cell, with defaults and trailing comments."""
-    lines = source.splitlines()
-    params = {}
-    for node in ast.parse(source).body:
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-            continue
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        rest = lines[node.end_lineno - 1][node.end_col_offset:].strip()
-        comment = rest[1:].strip() if rest.startswith("#") else ""
-        default = " ".join(ast.get_source_segment(source, node.value).split())
-        params.update({t.id: Parameter(t.id, default, comment) for t in targets if isinstance(t, ast.Name)})
-    return params
 
 
 def read_parameters(nb: Notebook) -> dict[str, Parameter]:

@@ -16,7 +16,9 @@ ungrammatical prompts ("There key near the boxes").
 
 :func:`split` draws a seeded, label-balanced train / test split of distinct prompts; :func:`check`
 re-derives each label from the text alone with a small grammar (independent of the generator), and
-:func:`spacy_check` confirms it with spaCy's dependency parser.
+:func:`spacy_check` confirms it with spaCy's dependency parser. The experiment's readout of a language
+model is the verb-number margin (:class:`MarginHead`, :func:`margin_head`), passed to
+:mod:`corekit.lm`'s readout functions.
 """
 from __future__ import annotations
 
@@ -24,6 +26,11 @@ import random
 import re
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
+
+import torch
+from torch import Tensor
+
+from corekit.lm.model import LM, final_logit_softcap, widen
 
 #: Verb forms whose logits make the margin logit(are) + logit(were) − logit(is) − logit(was).
 PLURAL_VERBS = ("are", "were")
@@ -221,6 +228,59 @@ def split(n_train: int, n_test: int, seed: int = 0,
 def labels(sentences: Iterable[Sentence]) -> list[int]:
     """Return the labels (1 = plural) of ``sentences``."""
     return [s.label for s in sentences]
+
+
+# ------------------------------------------------------------------------------------------------
+# The readout: the verb-number margin of a language model
+
+
+def verb_tokens(lm: LM, words: Sequence[str] = PLURAL_VERBS + SINGULAR_VERBS, context: str = "The dogs") -> list[int]:
+    """Return the tokenizer's own token id of each word as it follows ``context`` (one token each)."""
+    tok = lm.tokenizer
+    base = tok(context)["input_ids"]
+    out = []
+    for w in words:
+        ids = tok(f"{context} {w}")["input_ids"]
+        if ids[: len(base)] != base or len(ids) != len(base) + 1:
+            raise ValueError(f"{lm.name}: ' {w}' after {context!r} is not one token ({tok.convert_ids_to_tokens(ids)})")
+        out.append(ids[-1])
+    return out
+
+
+class MarginHead:
+    """margin = logit(are) + logit(were) − logit(is) − logit(was) from the final (normed) hidden state.
+
+    Reads only the four unembedding rows it needs (plus their bias and the model's final-logit
+    soft-capping, if any), so it never forms the full vocabulary's logits.
+    """
+
+    def __init__(self, lm: LM, plural: Sequence[str] = PLURAL_VERBS,
+                 singular: Sequence[str] = SINGULAR_VERBS):
+        ids = verb_tokens(lm, list(plural) + list(singular))
+        out = lm.model.get_output_embeddings()
+        self.ids = ids
+        self.weight = out.weight[ids].detach()
+        bias = getattr(out, "bias", None)
+        self.bias = None if bias is None else bias[ids].detach()
+        self.sign = torch.tensor([1.0] * len(plural) + [-1.0] * len(singular), device=self.weight.device)
+        self.lm = lm
+
+    def __call__(self, hidden: Tensor) -> Tensor:
+        """Return the margins (...) of final hidden states (..., D)."""
+        logits = hidden.to(self.weight.device, self.weight.dtype) @ self.weight.T
+        if self.bias is not None:
+            logits = logits + self.bias
+        return (widen(final_logit_softcap(self.lm, logits)) * self.sign).sum(-1)
+
+
+_HEADS: dict[int, MarginHead] = {}
+
+
+def margin_head(lm: LM) -> MarginHead:
+    """Return the (cached) agreement margin head of ``lm``."""
+    if id(lm) not in _HEADS:
+        _HEADS[id(lm)] = MarginHead(lm)
+    return _HEADS[id(lm)]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,9 +12,7 @@ and the feature=value pairs of UD morphology (:data:`MORPH_FEATURES`). As in the
 kept only if the model's greedy next word has the same UPOS as the true next word (the greedy token
 is appended to the context text and tagged in place).
 
-Probes. Every candidate direction gives one score per context; for each binary label the direction
-and its sign are chosen on the training half by average precision, and AUROC / AP are reported on
-the test half (:func:`evaluate`).
+Probes: :mod:`corekit.probes` (the protocol that scores candidate directions on these labels).
 """
 from __future__ import annotations
 
@@ -31,6 +29,9 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import Tensor
+
+from corekit.lm.loading import hub_is_offline, hub_reachable, load
+from corekit.lm.stream import forward, residual_hooks
 
 #: The eight word classes of the paper (UD UPOS tags).
 UPOS_CLASSES = ("PUNCT", "PRON", "PROPN", "DET", "ADV", "CCONJ", "NOUN", "VERB")
@@ -152,8 +153,7 @@ def _tinystories(n_stories: int) -> list[str] | None:
     import importlib.util
     if importlib.util.find_spec("datasets") is None:
         return None
-    from corekit import llm
-    if llm._hub_is_offline() or not llm._hub_reachable(timeout=3.0):
+    if hub_is_offline() or not hub_reachable(timeout=3.0):
         return None
     try:
         import datasets
@@ -287,15 +287,14 @@ class Selection:
 
 def _forward(lm, ids: Tensor, layers: Sequence[int], batch_size: int) -> tuple[Tensor, Tensor]:
     """Return (greedy next token (B,), residual stream at the last token (len(layers), B, d)) for contexts (B, T)."""
-    from corekit import llm
     head = lm.model.get_output_embeddings()
     greedy, states = [], []
     with torch.no_grad():
         for i in range(0, len(ids), batch_size):
             sub = ids[i:i + batch_size].to(lm.device)
             pos = torch.arange(sub.shape[1], device=lm.device)[None].expand_as(sub)
-            with llm.residual_hooks(lm, read=layers) as seen:
-                hidden, _ = llm._run(lm, sub, torch.ones_like(sub), pos)
+            with residual_hooks(lm, read=layers) as seen:
+                hidden, _ = forward(lm, sub, torch.ones_like(sub), pos)
             greedy.append(head(hidden[:, -1]).argmax(-1).cpu())
             states.append(torch.stack([seen[l][:, -1].float().cpu() for l in layers]))
     return torch.cat(greedy), torch.cat(states, dim=1)
@@ -366,88 +365,6 @@ def morph_labels(contexts: Sequence[Context], split: tuple[np.ndarray, np.ndarra
     return ok
 
 
-# ------------------------------------------------------------------------------------------------
-# Probes: best direction on the training half, AUROC / AP on the test half
-
-
-def stratified_split(classes: Sequence, seed: int = 0, train_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Return (train, test) index arrays that split every class in ``classes`` (N,) at ``train_fraction`` (seeded)."""
-    if not 0 < train_fraction < 1:
-        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
-    classes = np.asarray(classes)
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for c in sorted(set(classes.tolist())):
-        idx = rng.permutation(np.flatnonzero(classes == c))
-        cut = int(round(len(idx) * train_fraction))
-        train += idx[:cut].tolist()
-        test += idx[cut:].tolist()
-    return np.sort(train), np.sort(test)
-
-
-def pca_scores(h: Tensor, k: int) -> Tensor:
-    """Return the projections (k, N) of the centred states h (N, d) on their top-k principal directions."""
-    if h.dim() != 2 or not 1 <= k <= min(h.shape):
-        raise ValueError(f"h must be (N, d) and k in 1..min(N, d), got {tuple(h.shape)} and k={k}")
-    hc = h.double() - h.double().mean(0)
-    _, _, Vt = torch.linalg.svd(hc, full_matrices=False)
-    return (hc @ Vt[:k].T).T
-
-
-@dataclass
-class ProbeResult:
-    """Per label: the chosen direction and sign, train AP (the selection figure), test AUROC and test AP."""
-
-    names: list[str]
-    direction: np.ndarray
-    sign: np.ndarray
-    train_ap: np.ndarray
-    test_auroc: np.ndarray
-    test_ap: np.ndarray
-
-    def macro(self, names: Sequence[str] | None = None) -> float:
-        """Return the mean test AUROC over ``names`` (default: every label)."""
-        idx = [self.names.index(n) for n in (names or self.names)]
-        return float(np.mean(self.test_auroc[idx]))
-
-    def train_auroc_macro(self, scores: np.ndarray, labels: np.ndarray, train: np.ndarray) -> float:
-        """Return the mean *training* AUROC of the chosen directions (the figure a layer choice may use)."""
-        from corekit import stats
-        vals = [stats.auroc(self.sign[i] * scores[self.direction[i], train], labels[i, train])
-                for i in range(len(self.names))]
-        return float(np.mean(vals))
-
-
-def evaluate(scores, labels: np.ndarray, names: Sequence[str], train: np.ndarray, test: np.ndarray) -> ProbeResult:
-    """Return, for each binary label row of ``labels`` (L, N), the direction of ``scores`` (K, N) and sign with the
-    best average precision on ``train``, and its AUROC and AP on ``test``."""
-    from sklearn.metrics import average_precision_score
-    from corekit import stats
-    S = scores.detach().cpu().double().numpy() if isinstance(scores, Tensor) else np.asarray(scores, dtype=float)
-    labels = np.asarray(labels)
-    if S.ndim != 2 or labels.ndim != 2 or S.shape[1] != labels.shape[1] or len(names) != labels.shape[0]:
-        raise ValueError(f"scores (K, N), labels (L, N) and names (L,) must agree, got {S.shape}, {labels.shape}, "
-                         f"{len(names)}")
-    out = {k: [] for k in ("direction", "sign", "train_ap", "test_auroc", "test_ap")}
-    for y in labels:
-        for idx, half in ((train, "train"), (test, "test")):
-            if y[idx].min() == y[idx].max():
-                raise ValueError(f"every label needs positives and negatives in the {half} half")
-        best = (-1.0, 0, 1.0)
-        for k in range(S.shape[0]):
-            for sign in (1.0, -1.0):
-                ap = average_precision_score(y[train], sign * S[k, train])
-                if ap > best[0]:
-                    best = (ap, k, sign)
-        ap, k, sign = best
-        out["direction"].append(k)
-        out["sign"].append(sign)
-        out["train_ap"].append(ap)
-        out["test_auroc"].append(stats.auroc(sign * S[k, test], y[test]))
-        out["test_ap"].append(average_precision_score(y[test], sign * S[k, test]))
-    return ProbeResult(list(names), **{k: np.array(v) for k, v in out.items()})
-
-
 def top_contexts(scores, contexts: Sequence[Context], k: int = 5, width: int = 60) -> list[tuple[float, str, str, str]]:
     """Return the ``k`` contexts with the highest scores (N,) as (score, last ``width`` characters, next word, UPOS)."""
     s = scores.detach().cpu().numpy() if isinstance(scores, Tensor) else np.asarray(scores)
@@ -473,8 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
-    from corekit import llm
-    lm = llm.load(args.model, device=args.device, dtype="float32")
+    lm = load(args.model, device=args.device, dtype="float32")
     corpus = build_corpus(lm, args.out, args.samples_per_opening, args.max_new_tokens, args.temperature, args.top_k,
                           args.seed, args.batch_size)
     print(f"{len(corpus.stories)} stories in {corpus.recipe['seconds']} s -> {args.out}")

