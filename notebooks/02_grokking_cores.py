@@ -68,6 +68,7 @@ import matplotlib.pyplot as plt
 
 from corekit import ace, plots
 from corekit.claims import Claims
+from corekit.curves import grokking_step
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
@@ -78,10 +79,7 @@ dev = default_device(device)
 task = modular_addition(p, train_frac, seed=data_seed)
 if not 0 < fork_epoch < epochs:
     raise ValueError(f"fork_epoch must lie inside the run (0 < fork_epoch < epochs={epochs}), got {fork_epoch}")
-claims = Claims("02_grokking_cores", parameters=dict(
-    p=p, train_frac=train_frac, seeds=seeds, n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, norm=norm,
-    lr=lr, betas=betas, weight_decay=weight_decay, batch_size=batch_size, epochs=epochs, fork_epoch=fork_epoch,
-    n_checkpoints=n_checkpoints, energy_threshold=energy_threshold, data_seed=data_seed, device=str(dev)))
+claims = Claims("02_grokking_cores", resolved={"device": str(dev)})
 
 # %% [markdown]
 # ## Training both branches at once
@@ -106,12 +104,13 @@ history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=bat
 test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")      # (steps, 2S)
 
 # %% [markdown]
-# The grokking point is the first checkpoint at which every weight-decay model reaches 99% test accuracy.
+# The grokking point is the grokking step (`corekit.curves.grokking_step`: the first evaluated step
+# with test accuracy ≥ 0.99) of the weight-decay ensemble taken as a whole: the first checkpoint at
+# which every weight-decay model has reached it.
 
 # %%
 ckpt_test_acc = torch.stack([test_acc[history.steps.index(s)] for s in checkpoints])   # (C, 2S)
-grokked = (ckpt_test_acc[:, :S] >= 0.99).all(1)
-grok_step = checkpoints[int(grokked.float().argmax())] if grokked.any() else None
+grok_step = grokking_step(checkpoints, ckpt_test_acc[:, :S].min(1).values.tolist())
 epoch = lambda step: step / steps_per_epoch  # noqa: E731
 
 fig, ax = plt.subplots(figsize=(8, 3.6))

@@ -22,8 +22,9 @@
 # modulus $p$, so the delay should shrink with both, $\tau_\text{grok} \propto 1/(\omega p)$. The paper
 # fits an exponent of $-1.02$ for $\tau$ against $\omega$. Does the law hold, and how sure are we?
 #
-# **Method.** For each run, $\tau$ = (first evaluated step with test accuracy $\ge 0.99$) − (first
-# evaluated step with training accuracy $\ge 0.99$), in optimizer steps. Two sweeps: $p$ at fixed
+# **Method.** For each run, $\tau$ = (its grokking step, `corekit.curves.grokking_step`: the first
+# evaluated step with test accuracy $\ge 0.99$) − (the first evaluated step with training accuracy
+# $\ge 0.99$), in optimizer steps. Two sweeps: $p$ at fixed
 # $\omega$ (`p_values`, `sweep_weight_decay`, full batch) and $\omega$ at fixed $p$ (`weight_decays`,
 # `omega_p`, `omega_batch_size`), each point over `seeds`. Every run of the same $p$ and batch size
 # trains in one batched program (`corekit.sweep`); a program stops `margin` steps after its last model
@@ -78,11 +79,7 @@ settings = SweepSettings(d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers
                          margin=margin, eval_every=eval_every)
 p_specs = grid(p_values, [sweep_weight_decay], seeds)
 omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
-claims = Claims("03_grokking_scaling_law", parameters=dict(
-    p_values=p_values, sweep_weight_decay=sweep_weight_decay, weight_decays=weight_decays, omega_p=omega_p,
-    omega_batch_size=omega_batch_size, seeds=seeds, train_frac=train_frac, d_model=d_model, n_heads=n_heads,
-    d_mlp=d_mlp, norm=norm, lr=lr, betas=betas, max_steps=max_steps, margin=margin, eval_every=eval_every,
-    n_boot=n_boot, executor=executor, data_seed=data_seed, device=str(dev)))
+claims = Claims("03_grokking_scaling_law", resolved={"device": str(dev)})
 
 # %% [markdown]
 # ## Running both sweeps

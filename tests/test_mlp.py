@@ -7,7 +7,7 @@ import torch
 
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import modular_addition
-from corekit.curves import first_step_reaching, moving_average, steepest_rise
+from corekit.curves import first_step_reaching, grokking_step, moving_average, steepest_rise
 from corekit.train import train_mse
 
 
@@ -60,3 +60,14 @@ def test_curve_helpers():
     np.testing.assert_allclose(moving_average([0, 3, 6, 9], 3), [1, 3, 6, 8])
     with pytest.raises(ValueError, match="window must be a positive odd integer"):
         moving_average([1, 2], 2)
+
+
+def test_grokking_step_is_the_first_step_at_the_threshold_and_differs_from_the_steepest_rise():
+    steps = [0, 100, 200, 300, 400, 500]
+    accuracy = [0.01, 0.02, 0.60, 0.985, 0.99, 1.0]          # steepest rise at 100–200, grokked at 400
+    assert grokking_step(steps, accuracy) == 400
+    assert grokking_step(steps, accuracy, threshold=0.5) == 200
+    assert grokking_step(steps, [0.1] * 6) is None
+    assert steepest_rise(steps, accuracy)[0] != grokking_step(steps, accuracy)
+    ensemble = np.array([accuracy, [0.01, 0.5, 0.9, 0.99, 0.995, 1.0]])  # an ensemble groks with its slowest model
+    assert grokking_step(steps, ensemble.min(0)) == 400

@@ -1,4 +1,9 @@
-"""Training-curve analysis: where a curve first reaches a level, where it rises fastest, smoothing."""
+"""Training-curve analysis: where a curve first reaches a level, the grokking step, where it rises fastest, smoothing.
+
+The **grokking step** is defined once, here (:func:`grokking_step`): the first evaluated step at which
+test accuracy is ≥ a threshold (:data:`GROKKING_THRESHOLD` = 0.99 unless a notebook says otherwise).
+Where the steepest rise of test accuracy is reported instead (:func:`steepest_rise`), it is a
+different quantity and carries a different claim id.
 from __future__ import annotations
 
 from typing import Sequence
@@ -25,6 +30,19 @@ def first_step_reaching(steps: Sequence[float], curve: Sequence[float], level: f
         if value >= level:
             return float(step)
     return None
+
+
+#: The test accuracy at which a model counts as grokked.
+GROKKING_THRESHOLD = 0.99
+
+
+def grokking_step(steps: Sequence[float], test_accuracy: Sequence[float],
+                  threshold: float = GROKKING_THRESHOLD) -> float | None:
+    """Return the grokking step: the first of ``steps`` (S,) at which ``test_accuracy`` (S,) is ≥ ``threshold`` (None: never).
+
+    For an ensemble that must grok together, pass the minimum over its models' accuracies (S,).
+    """
+    return first_step_reaching(steps, test_accuracy, threshold)
 
 
 def moving_average(curve: Sequence[float], window: int = 1):

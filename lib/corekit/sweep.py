@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from corekit.curves import first_step_reaching
+from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import check_modulus, modular_addition
@@ -51,7 +51,7 @@ class SweepSettings:
     max_steps: int = 50_000
     margin: int = 500
     eval_every: int = 50
-    threshold: float = 0.99
+    threshold: float = GROKKING_THRESHOLD
 
     def __post_init__(self):
         for name in ("max_steps", "margin", "eval_every"):
@@ -119,11 +119,12 @@ def shards(specs: Sequence[RunSpec], max_models: int | None = None) -> list[list
     return out
 
 
-def grokking_times(history: History, threshold: float = 0.99) -> tuple[list[float | None], list[float | None]]:
-    """Return per model (t_train, t_test): the first evaluated steps with train / test accuracy ≥ threshold (None: never)."""
+def grokking_times(history: History, threshold: float = GROKKING_THRESHOLD) -> tuple[list[float | None], list[float | None]]:
+    """Return per model (t_train, t_test): the first evaluated steps with train / test accuracy ≥ threshold (None: never);
+    t_test is :func:`corekit.curves.grokking_step`."""
     train, test = history.curve("train_acc"), history.curve("test_acc")          # (S, M)
     t_train = [first_step_reaching(history.steps, train[:, m].tolist(), threshold) for m in range(train.shape[1])]
-    t_test = [first_step_reaching(history.steps, test[:, m].tolist(), threshold) for m in range(test.shape[1])]
+    t_test = [grokking_step(history.steps, test[:, m].tolist(), threshold) for m in range(test.shape[1])]
     return t_train, t_test
 
 
