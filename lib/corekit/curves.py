@@ -4,6 +4,7 @@ The **grokking step** is defined once, here (:func:`grokking_step`): the first e
 test accuracy is ≥ a threshold (:data:`GROKKING_THRESHOLD` = 0.99 unless a notebook says otherwise).
 Where the steepest rise of test accuracy is reported instead (:func:`steepest_rise`), it is a
 different quantity and carries a different claim id.
+"""
 from __future__ import annotations
 
 from typing import Sequence
