@@ -1,5 +1,6 @@
 # Two commands on a fresh machine: `make book` (install + execute every notebook + build the book)
-# and `make test`. Everything installs into .venv; torch is pinned first so pip keeps the CPU build.
+# and `make test` (`make test-fast`: the library's tests only; `make lint`: ruff). Everything installs
+# into .venv; torch is pinned first so pip keeps the CPU build.
 VENV    ?= .venv
 PROFILE ?= quick
 PYTEST_ARGS ?= -q
@@ -7,7 +8,7 @@ PYTHON  := $(VENV)/bin/python
 COREKIT := $(VENV)/bin/corekit
 STAMP   := $(VENV)/.installed
 
-.PHONY: install book test clean
+.PHONY: install book lint test test-fast clean
 
 install: $(STAMP)
 
@@ -22,8 +23,16 @@ book: install
 	$(COREKIT) run all --profile $(PROFILE)
 	$(COREKIT) book --profile $(PROFILE)
 
-test: install
+lint: install
+	$(PYTHON) -m ruff check .
+
+# Everything: lint, library tests, the notebooks on their quick profiles, the book.
+test: lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# The library's own tests only (no notebook, book or real language model): about two minutes.
+test-fast: install
+	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not notebook and not book and not llm"
 
 clean:
 	rm -rf _build

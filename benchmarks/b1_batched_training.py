@@ -19,9 +19,9 @@ import time
 
 import torch
 import torch.nn.functional as F
+from common import add_common_arguments, emit, setup, sync
 from torch import nn
 
-from common import add_common_arguments, emit, setup, sync
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, train_ensemble

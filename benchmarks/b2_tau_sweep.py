@@ -19,8 +19,8 @@ import datetime
 import time
 
 import torch
-
 from common import add_common_arguments, emit, setup, sync
+
 from corekit.cli import effective_parameters, find_root, get_notebook, parse_value, read_parameters
 from corekit.sweep import RunSpec, SweepSettings, grid, run_shard, run_sweep, shard_problem, shards
 from corekit.train import train_ensemble

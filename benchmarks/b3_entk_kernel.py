@@ -27,9 +27,9 @@ import datetime
 import time
 
 import torch
+from common import add_common_arguments, add_size_arguments, emit, grokking_transformer, setup, sync
 from torch.func import functional_call, jacrev, vmap
 
-from common import add_common_arguments, add_size_arguments, emit, grokking_transformer, setup, sync
 from corekit import entk
 from corekit.models import BatchedTransformer
 

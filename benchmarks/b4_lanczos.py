@@ -24,9 +24,9 @@ import datetime
 import time
 
 import torch
+from common import add_common_arguments, add_size_arguments, emit, grokking_transformer, setup, sync
 from torch.func import jacrev, vmap
 
-from common import add_common_arguments, add_size_arguments, emit, grokking_transformer, setup, sync
 from corekit import entk
 
 SMALL = dict(p=71, d_model=32, d_mlp=128, n_heads=4)

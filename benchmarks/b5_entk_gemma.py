@@ -22,8 +22,8 @@ import datetime
 import time
 
 import torch
-
 from common import add_common_arguments, emit, setup, sync
+
 from corekit import entk
 from corekit import lm as llm
 from corekit.tasks import grammar

@@ -27,13 +27,13 @@ import datetime
 import time
 
 import torch
-
 from common import add_common_arguments, emit, setup, sync
+
 from corekit import ace
 from corekit import lm as llm
-from corekit.tasks.agreement import margin_head, verb_tokens
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks import agreement
+from corekit.tasks.agreement import margin_head, verb_tokens
 from corekit.tasks.modular import modular_addition
 
 

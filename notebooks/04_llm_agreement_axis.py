@@ -39,8 +39,9 @@
 #
 # The layer, the axis and its sign are chosen on the training prompts; every reported figure comes
 # from the held-out prompts, and every number below is computed in this run.
-# `corekit run 04_llm_agreement_axis -p models '[...]'` runs any causal LM: with a model hub, `notebooks/params/paper/04_llm_agreement_axis.yaml` runs the
-# paper's models (gpt2 … Qwen2.5-32B) on 1200 prompts.
+# `corekit run 04_llm_agreement_axis -p models '[...]'` runs any causal LM: with a model hub,
+# `notebooks/params/paper/04_llm_agreement_axis.yaml` runs the paper's models (gpt2 … Qwen2.5-32B) on
+# 1200 prompts.
 
 # %% tags=["parameters"]
 models = ["gemma-3-270m", "smollm2-135m"]

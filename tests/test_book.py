@@ -18,9 +18,9 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
 from corekit import cli
-from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
 pytestmark = pytest.mark.book
 

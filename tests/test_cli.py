@@ -7,9 +7,12 @@ import re
 import nbformat
 import pytest
 import yaml
+from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
 
 from corekit import cli
-from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
+
+# Every test here runs the command line on a throwaway book, most of them executing a notebook.
+pytestmark = pytest.mark.notebook
 
 TINY = "00_tiny"
 MATRIX = [[0.1, 0.9], [1, 0]]

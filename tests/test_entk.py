@@ -8,7 +8,6 @@ from corekit import entk
 from corekit.models import BatchedQuadraticMLP, BatchedTransformer, TransformerConfig
 
 
-
 @pytest.fixture(autouse=True)
 def float64():
     """Run every test of this module in float64, then restore the default dtype."""

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from corekit.curves import first_step_reaching, grokking_step, moving_average, steepest_rise
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import modular_addition
-from corekit.curves import first_step_reaching, grokking_step, moving_average, steepest_rise
 from corekit.train import train_mse
 
 

@@ -85,7 +85,7 @@ def test_batched_adamw_matches_torch_adamw_per_model():
     singles = [stacked.detach()[m].clone().requires_grad_(True) for m in range(2)]
     refs = [torch.optim.AdamW([singles[m]], lr=float(lr[m]), weight_decay=float(wd[m]), betas=(0.9, 0.98))
             for m in range(2)]
-    for step in range(25):
+    for _ in range(25):
         target = torch.randn(3, 4)
         stacked.grad = None
         ((stacked - target) ** 3).sum().backward()
@@ -171,7 +171,7 @@ def test_weight_decay_schedule_forks_a_branch():
     hist = train_ensemble(model, train, steps=20, batch_size=32, lr=3e-3, weight_decay={0: 1.0, 10: [1.0, 0.0]},
                           eval_every=5, snapshot_steps=[10], progress=False)
     before = hist.snapshots[10]
-    for name, p in before.items():
+    for p in before.values():
         torch.testing.assert_close(p[0], p[1])                        # identical until the fork
     assert not torch.allclose(model.p("W_U")[0], model.p("W_U")[1])   # different after it
     lone = BatchedTransformer(CFG, seeds=[4])

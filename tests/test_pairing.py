@@ -7,9 +7,9 @@ import jupytext
 import nbformat
 import pytest
 import yaml
+from tinyrepo import REPO
 
 from corekit import cli
-from tinyrepo import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 

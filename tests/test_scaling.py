@@ -4,8 +4,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from corekit.scaling import (bootstrap, coefficient_of_variation, collapse_values, geometric_means, log_law,
-                             log_law_fit, power_law_band, power_law_fit)
+from corekit.scaling import (
+    bootstrap,
+    coefficient_of_variation,
+    collapse_values,
+    geometric_means,
+    log_law,
+    log_law_fit,
+    power_law_band,
+    power_law_fit,
+)
 
 
 def test_power_law_fit_matches_scipy_linregress_in_log_space():

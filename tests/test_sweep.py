@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.sweep import (RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus,
-                           run_sweep, shards)
+from corekit.sweep import RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus, run_sweep, shards
 from corekit.train import Dataset, History, train_ensemble
 
 TINY = SweepSettings(d_model=16, n_heads=2, d_mlp=32, norm="pre", lr=1e-2, max_steps=200, margin=20,

@@ -105,7 +105,7 @@ class BatchedTransformer(nn.Module):
             shapes["b_U"] = ((c.out_vocab,), "zero")
 
         self.params = nn.ParameterDict()
-        for name, (shape, kind) in shapes.items():
+        for name, (shape, _kind) in shapes.items():
             self.params[name.replace(".", "_")] = nn.Parameter(torch.empty((M,) + shape))
         for m, seed in enumerate(seeds):
             gen = torch.Generator().manual_seed(seed)

@@ -17,8 +17,19 @@ import torch
 from torch import Tensor
 
 from corekit import ace, stats
-from corekit.lm import LM, Batch, LastToken, Prefix, ablations, core_edit, encode, generate, last_token, prefix
-from corekit.lm import rms_coordinate
+from corekit.lm import (
+    LM,
+    Batch,
+    LastToken,
+    Prefix,
+    ablations,
+    core_edit,
+    encode,
+    generate,
+    last_token,
+    prefix,
+    rms_coordinate,
+)
 from corekit.tasks.agreement import Sentence, first_verb_number, labels, margin_head
 
 

@@ -14,7 +14,6 @@ from torch import Tensor
 from corekit import stats
 
 
-
 def stratified_split(classes: Sequence, seed: int = 0, train_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Return (train, test) index arrays that split every class in ``classes`` (N,) at ``train_fraction`` (seeded)."""
     if not 0 < train_fraction < 1:

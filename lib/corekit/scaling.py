@@ -12,6 +12,8 @@ from typing import Callable, Mapping
 import numpy as np
 from scipy.optimize import curve_fit
 
+from corekit import stats
+
 
 @dataclass
 class Fit:
@@ -31,9 +33,9 @@ def _check_xy(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _r2(y, pred) -> float:
-    ss_tot = ((y - y.mean()) ** 2).sum()
-    return float(1 - ((y - pred) ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan")
+def _r2(y: np.ndarray, pred: np.ndarray) -> float:
+    """Return :func:`corekit.stats.r2` of a fit, NaN when y is constant (a degenerate sweep still reports its fit)."""
+    return stats.r2(y, pred) if ((y - y.mean()) ** 2).sum() > 0 else float("nan")
 
 
 def power_law_fit(x, y) -> Fit:

