@@ -72,7 +72,7 @@ from corekit.curves import grokking_step
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
-from corekit.train import Dataset, train_ensemble
+from corekit.train import Dataset, steps_per_epoch, train_ensemble
 
 plots.use_style()
 dev = default_device(device)
@@ -95,8 +95,8 @@ S = len(seeds)
 config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp,
                            n_layers=n_layers, norm=norm, n_out=p)
 model = BatchedTransformer(config, seeds + seeds).to(dev)
-steps_per_epoch = max(1, len(train_set) // batch_size) if batch_size else 1
-steps, fork_step = epochs * steps_per_epoch, fork_epoch * steps_per_epoch
+epoch_steps = steps_per_epoch(len(train_set), batch_size)
+steps, fork_step = epochs * epoch_steps, fork_epoch * epoch_steps
 checkpoints = sorted({int(s) for s in np.linspace(0, steps, n_checkpoints + 1)} | {fork_step})
 history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=batch_size or None, lr=lr,
                          betas=tuple(betas), weight_decay={0: weight_decay, fork_step: [weight_decay] * S + [0.0] * S},
@@ -111,7 +111,7 @@ test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")     
 # %%
 ckpt_test_acc = torch.stack([test_acc[history.steps.index(s)] for s in checkpoints])   # (C, 2S)
 grok_step = grokking_step(checkpoints, ckpt_test_acc[:, :S].min(1).values.tolist())
-epoch = lambda step: step / steps_per_epoch  # noqa: E731
+epoch = lambda step: step / epoch_steps  # noqa: E731
 
 fig, ax = plt.subplots(figsize=(8, 3.6))
 for m in range(2 * S):

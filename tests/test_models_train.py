@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import corekit.train as train_module
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.train import BatchedAdamW, Dataset, train_ensemble
+from corekit.train import BatchedAdamW, Dataset, steps_per_epoch, train_ensemble
 
 CFG = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm="post")
 
@@ -179,3 +180,9 @@ def test_weight_decay_schedule_forks_a_branch():
     torch.testing.assert_close(model.p("W_U")[0], lone.p("W_U")[0], rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="from step 0"):
         train_ensemble(lone, train, steps=1, weight_decay={5: 0.0}, progress=False)
+
+
+def test_steps_per_epoch_counts_the_batches_an_epoch_draws():
+    for n, batch_size, want in ((10, 3, 3), (10, 5, 2), (10, None, 1), (10, 0, 1), (10, 10, 1), (10, 20, 1)):
+        assert steps_per_epoch(n, batch_size) == want
+    assert train_module._batch_indices(0, 0, 10, 3, torch.device("cpu")).shape[0] == steps_per_epoch(10, 3)

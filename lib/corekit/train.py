@@ -147,6 +147,11 @@ class History:
         return torch.tensor(getattr(self, name))
 
 
+def steps_per_epoch(n_examples: int, batch_size: int | None) -> int:
+    """Return the optimizer steps in one epoch of :func:`train_ensemble`: n // batch_size, 1 for full batch (None, 0 or ≥ n)."""
+    return n_examples // min(batch_size or n_examples, n_examples)
+
+
 def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch.device) -> Tensor:
     """Return the epoch's batches of one model (n_batches, batch_size), from (seed, epoch) alone."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
@@ -236,7 +241,7 @@ def train_ensemble(
         if step in snapshot_steps:
             history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
-    n_batches = N // batch_size
+    n_batches = steps_per_epoch(N, batch_size)
     model.train()
     bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
                mininterval=1.0)
