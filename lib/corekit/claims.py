@@ -10,10 +10,10 @@ A failing claim never raises: it is shown as failing, with the measured value.
 from __future__ import annotations
 
 import html
+import inspect
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,8 +125,8 @@ class Claims:
                  namespace: dict | None = None):
         self.notebook = notebook
         if parameters is None:
-            parameters = captured_parameters(notebook, namespace if namespace is not None
-                                             else sys._getframe(1).f_globals)
+            caller = inspect.currentframe().f_back
+            parameters = captured_parameters(notebook, namespace if namespace is not None else caller.f_globals)
         self.parameters = to_jsonable({**parameters, **(resolved or {})})
         self.claims: list[Claim] = []
         self._start = time.perf_counter()

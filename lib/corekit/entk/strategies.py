@@ -1,13 +1,13 @@
 """The three named ways to compute the same empirical NTK, one entry point for each.
 
-==================== ==========================================================================
-strategy             how
-==================== ==========================================================================
-"linear-site-gram"   every linear map y = x W (+ b) gives Σ_{t,s} (x_t·x_s) ∘ (g_t·g_s): an input
-                     Gram times an output-gradient Gram, never a parameter Jacobian (:func:`kernels`)
+====================== ========================================================================
+strategy               how
+====================== ========================================================================
+"linear-site-gram"     every linear map y = x W (+ b) gives Σ_{t,s} (x_t·x_s) ∘ (g_t·g_s): an input
+                       Gram times an output-gradient Gram, never a parameter Jacobian (:func:`kernels`)
 "jacobian-contraction" per-example Jacobians (``vmap(jacrev)``) contracted (:func:`jacobian_kernels`)
-"vjp-jvp"            K V by a VJP then a JVP, applied to the identity (:func:`kernel_matvec`)
-==================== ==========================================================================
+"vjp-jvp"              K V by a VJP then a JVP, applied to the identity (:func:`kernel_matvec`)
+====================== ========================================================================
 
 ``tests/test_entk.py`` checks each against the others and against a dense autograd reference, as
 neural-tangents tests its implementations against one another.
