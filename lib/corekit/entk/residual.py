@@ -62,7 +62,6 @@ def eigenvector_scores(vectors: Tensor, n_examples: int) -> Tensor:
     return scores * sign[:, None]
 
 
-
 @dataclass
 class _LMChunk:
     """One chunk of examples, cached up to the module: its inputs x (n, T, d_in), outputs y (n, T, d),

@@ -33,10 +33,9 @@ def rms_coordinate(h: Tensor, q: Tensor) -> Tensor:
     return (h @ q.double()) / h.pow(2).mean(-1).sqrt()
 
 
-
 def ablations(lm: LM, data: Prefix | Batch, readout: Readout, q: Tensor, mean: Tensor, layers: Sequence[int],
-                     kinds: Sequence[str] = ("keep_only", "remove", "flip"), scope: str = "last",
-                     states: Tensor | None = None) -> dict[str, Tensor]:
+              kinds: Sequence[str] = ("keep_only", "remove", "flip"), scope: str = "last",
+              states: Tensor | None = None) -> dict[str, Tensor]:
     """Return {kind: readouts (len(layers), B)} with the core (q (L+1, D, r), mean (L+1, D)) ablated at each layer.
 
     ``scope`` "last" edits the last prompt position only (``data`` a :class:`Prefix`; ``states``, the

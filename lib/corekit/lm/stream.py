@@ -68,7 +68,6 @@ def residual_hooks(lm: LM, read: Iterable[int] = (),
             handle.remove()
 
 
-
 def _cache_kwarg(lm: LM) -> str:
     """Return the name of the base model's key / value cache argument."""
     params = inspect.signature(lm.model.base_model.forward).parameters
@@ -163,9 +162,9 @@ def masked(edit: Callable[[Tensor], Tensor], mask: Tensor | None) -> Callable[[T
     return fn
 
 
-
-def readouts(lm: LM, batch: Batch, readout: Readout, layer: int | None = None, edit: Callable[[Tensor], Tensor] | None = None,
-            positions: Tensor | None = None, start: Tensor | None = None, batch_size: int = 64) -> Tensor:
+def readouts(lm: LM, batch: Batch, readout: Readout, layer: int | None = None,
+             edit: Callable[[Tensor], Tensor] | None = None, positions: Tensor | None = None,
+             start: Tensor | None = None, batch_size: int = 64) -> Tensor:
     """Return the readouts (B,) of the last prompt token, with ``edit`` applied at ``layer``.
 
     ``positions`` (B, T) limits the edit to some positions (None: every position). ``start``, the
@@ -222,7 +221,6 @@ def residuals(lm: LM, batch: Batch, layers: Sequence[int] | None = None, batch_s
                 out = chunk.new_zeros(len(layers), len(batch), batch.input_ids.shape[1], chunk.shape[-1])
             out[:, idx, drop:] = chunk
     return out
-
 
 
 @dataclass
