@@ -100,42 +100,46 @@ step() {
         "$([[ $timed_out == true ]] && echo ', TIMED OUT')")"
     ((rc == 0)) || tail -n 5 "$work/logs/$name.log" | sed 's/^/    /' | tee -a "$out/gpu-check.log"
 }
-bench() { "$PY" "benchmarks/$1" --device "$device" --out "$out/results.jsonl" "${@:2}"; }
-notebook() { "$PY" -m corekit run "$@" --out "$work/runs"; }
+bench=(--device "$device" --out "$out/results.jsonl")   # after every benchmark's own options
+run=("$PY" -m corekit run)
+runs=(--out "$work/runs")
 
 if ((dry)); then
     # Tiny sizes: every code path of the GPU run, on one CPU thread, in seconds per step.
-    step B1 60 bench b1_batched_training.py --threads 1 --models 2 --steps 2 --p 11
-    step B3 60 bench b3_entk_kernel.py --threads 1 --small --p 7 --repeat 1
-    step B4 60 bench b4_lanczos.py --threads 1 --small --p 7 --k 4 --repeat 1
-    step B6 90 bench b6_ace_jacobian.py --threads 1 --parts grokking --p 7 --inputs 16 --top 2 --models 1
-    step 01_paper 90 notebook 01_markov_cores -p epochs 1 -p n_train 64 -p n_test 64 -p seq_len 8 \
-        -p d_model 16 -p d_mlp 32 -p seeds '[0, 100]'
-    step 05_paper 90 notebook 05_entk_mlp_modular -p p 5 -p width 16 -p epochs 10 -p n_snapshots 3 \
-        -p top_k 20 -p eval_every 5
-    step 06_paper 90 notebook 06_entk_transformer_modular -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 10 \
-        -p n_snapshots 3 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
-    step 02_slice 90 notebook 02_grokking_cores -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
-        -p fork_epoch 5 -p n_checkpoints 3 -p seeds '[0]'
-    step B2 60 bench b2_tau_sweep.py --threads 1 --profile quick -p p_values '[7]' -p weight_decays '[1.0]' \
-        -p omega_p 7 -p seeds '[0]' -p max_steps 20 -p eval_every 10 -p margin 5 --loop-steps 2
+    step B1 60 "$PY" benchmarks/b1_batched_training.py --threads 1 --models 2 --steps 2 --p 11 "${bench[@]}"
+    step B3 60 "$PY" benchmarks/b3_entk_kernel.py --threads 1 --small --p 7 --repeat 1 "${bench[@]}"
+    step B4 60 "$PY" benchmarks/b4_lanczos.py --threads 1 --small --p 7 --k 4 --repeat 1 "${bench[@]}"
+    step B6 90 "$PY" benchmarks/b6_ace_jacobian.py --threads 1 --parts grokking --p 7 --inputs 16 --top 2 \
+        --models 1 "${bench[@]}"
+    step 01_paper 90 "${run[@]}" 01_markov_cores "${runs[@]}" -p epochs 1 -p n_train 64 -p n_test 64 \
+        -p seq_len 8 -p d_model 16 -p d_mlp 32 -p seeds '[0, 100]'
+    step 05_paper 90 "${run[@]}" 05_entk_mlp_modular "${runs[@]}" -p p 5 -p width 16 -p epochs 10 \
+        -p n_snapshots 3 -p top_k 25 -p eval_every 5
+    step 06_paper 90 "${run[@]}" 06_entk_transformer_modular "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 \
+        -p epochs 10 -p n_snapshots 3 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
+    step 02_slice 90 "${run[@]}" 02_grokking_cores "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
+        -p fork_epoch 5 -p n_checkpoints 2 -p seeds '[0]'
+    step B2 60 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[7]' \
+        -p weight_decays '[1.0]' -p omega_p 7 -p seeds '[0]' -p max_steps 20 -p eval_every 10 -p margin 5 \
+        --loop-steps 2 "${bench[@]}"
 else
     # GPU sizes (the benchmarks' CUDA defaults), the paper profiles, then B2 with what is left.
-    step B1 60 bench b1_batched_training.py
-    step B3 75 bench b3_entk_kernel.py --full --subset 512
-    step B4 60 bench b4_lanczos.py --full
-    # B6's language-model part needs the offline GGUF (~95 MB, more than a device transfer): grokking only
-    # unless the model is installed.
-    if "$PY" -c "from corekit.llm import OFFLINE; raise SystemExit(not OFFLINE['smollm2-135m'].installed())" 2>/dev/null
-    then step B6 75 bench b6_ace_jacobian.py
-    else step B6 60 bench b6_ace_jacobian.py --parts grokking
+    step B1 60 "$PY" benchmarks/b1_batched_training.py "${bench[@]}"
+    step B3 75 "$PY" benchmarks/b3_entk_kernel.py --full --subset 512 "${bench[@]}"
+    step B4 60 "$PY" benchmarks/b4_lanczos.py --full "${bench[@]}"
+    # B6's language-model part needs the offline GGUF (~95 MB, more than one device transfer carries):
+    # the grokking part alone unless the model is installed.
+    if "$PY" -c "from corekit.llm import OFFLINE; raise SystemExit(not OFFLINE['smollm2-135m'].installed())"; then
+        step B6 75 "$PY" benchmarks/b6_ace_jacobian.py "${bench[@]}"
+    else
+        step B6 60 "$PY" benchmarks/b6_ace_jacobian.py --parts grokking "${bench[@]}"
     fi
-    step 01_paper 60 notebook 01_markov_cores --profile paper
-    step 05_paper 60 notebook 05_entk_mlp_modular --profile paper
-    step 06_paper 100 notebook 06_entk_transformer_modular --profile paper
-    # The slice: the paper's model, batch and optimiser on 3,000 of its 20,000 epochs (grokking comes first).
-    step 02_slice 90 notebook 02_grokking_cores --profile paper -p epochs 3000 -p n_checkpoints 15
-    step B2 600 bench b2_tau_sweep.py --profile paper -p seeds '[0, 1, 2, 3]'
+    step 01_paper 60 "${run[@]}" 01_markov_cores --profile paper "${runs[@]}"
+    step 05_paper 60 "${run[@]}" 05_entk_mlp_modular --profile paper "${runs[@]}"
+    step 06_paper 100 "${run[@]}" 06_entk_transformer_modular --profile paper "${runs[@]}"
+    # The slice: the paper's model, batch and optimiser for 3,000 of its 20,000 epochs (grokking comes first).
+    step 02_slice 90 "${run[@]}" 02_grokking_cores --profile paper -p epochs 3000 -p n_checkpoints 15 "${runs[@]}"
+    step B2 600 "$PY" benchmarks/b2_tau_sweep.py --profile paper -p seeds '[0, 1, 2, 3]' "${bench[@]}"
 fi
 
 log "gpu-check: $((SECONDS - start)) s for all steps; ${#failed[@]} failed${failed:+: ${failed[*]}}"
