@@ -80,9 +80,12 @@ def device_name() -> str:
 
 
 def threads() -> int | None:
-    """Return torch's intra-op CPU thread count in this process (None when torch is not imported)."""
-    torch = sys.modules.get("torch")
-    return torch.get_num_threads() if torch is not None else None
+    """Return torch's intra-op CPU thread count in this process (None when torch is not installed)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.get_num_threads()
 
 
 def git_state(folder: Path | None = None) -> dict:
