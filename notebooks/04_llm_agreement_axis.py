@@ -143,6 +143,7 @@ for name, r in runs.items():
     energy = (core.sigma**2 / (core.sigma**2).sum(-1, keepdim=True))[:, 0]
     r["top_energy"] = energy.cpu().numpy()
 
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.4), squeeze=False)
 for ax, (name, r) in zip(axes[0], runs.items()):
     ax.plot(r["core_auroc_layers"], "o-", ms=3, label="core coordinate AUROC (held out)")
@@ -175,6 +176,7 @@ for name, r in runs.items():
     print(f"{name}: chosen layer {layer} of {L} (train flip AUROC {r['flip_train_auroc'][layer]:.3f}); held out: "
           + ", ".join(f"{k} {v[layer]:.3f}" for k, v in r["last_auroc"].items()))
 
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.4), squeeze=False)
 for ax, (name, r) in zip(axes[0], runs.items()):
     for kind, style in (("keep_only", "o-"), ("remove", "s-"), ("flip", "^-")):
@@ -213,6 +215,7 @@ for name, r in runs.items():
     print(f"{name}: layers {layers}; chosen {r['subject_layer']} (train flip AUROC {r['subject_flip_train'][i]:.3f}); "
           "held out: " + ", ".join(f"{k} {v[i]:.3f}" for k, v in r["subject_auroc"].items()))
 
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.4), squeeze=False)
 for ax, (name, r) in zip(axes[0], runs.items()):
     for kind, style in (("keep_only", "o-"), ("remove", "s-"), ("flip", "^-")):
@@ -250,6 +253,7 @@ for name, r in runs.items():
           f"best layer by R² (held out, for reference): {int(np.argmax(r['r2_layers']))}; "
           f"cos(core axis, mean margin gradient) {r['cos_grad']:.3f}")
 
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(2, len(runs), figsize=(5.2 * len(runs), 6.4), squeeze=False)
 for j, (name, r) in enumerate(runs.items()):
     ax = axes[0, j]
@@ -291,6 +295,7 @@ for name, r in runs.items():
     for i in range(min(n_examples, len(gen_prompts))):
         print(f"   {gen_prompts[i].prompt!r}\n      plain: {r['gen_base'][i]!r}\n      flip:  {r['gen_flip'][i]!r}")
 
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.2), squeeze=False)
 for ax, (name, r) in zip(axes[0], runs.items()):
     for k, (key, label) in enumerate((("num_base", "plain"), ("num_flip", "flipped"))):
@@ -314,6 +319,11 @@ plt.show()
 
 # %%
 names, rho = stats.spearman_matrix({name: r["z_test"][r["layer"]] for name, r in runs.items()})
+pairs = {f"{names[i]} ~ {names[j]}": round(float(rho[i, j]), 4)
+         for i in range(len(names)) for j in range(i + 1, len(names))}
+print(pairs)
+
+# %% tags=["hide-input"]
 if len(runs) > 1:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     plots.heatmap(ax1, rho, names, "Spearman ρ of core coordinates", vmin=-1, vmax=1, cmap="RdBu_r")
@@ -323,9 +333,6 @@ if len(runs) > 1:
     ax2.set(xlabel=f"{a} core coordinate", ylabel=f"{b} core coordinate", title="same prompts (orange: plural)")
     plots.savefig(fig, "cross_model")
     plt.show()
-pairs = {f"{names[i]} ~ {names[j]}": round(float(rho[i, j]), 4)
-         for i in range(len(names)) for j in range(i + 1, len(names))}
-print(pairs)
 
 # %% [markdown]
 # ## Claims

@@ -157,6 +157,7 @@ for l in layers:
           f"all max {float(rel.max()):.1e}")
     del op
 
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(5.5, 3.4))
 for l, r in runs.items():
     ax.semilogy(np.arange(1, top_k + 1), r["pairs"].values.cpu(), "o-", ms=3, label=f"layer {l}")
@@ -228,6 +229,7 @@ for i, c in enumerate(grammar.UPOS_CLASSES):
     print(f"   {c:>22s}    {e.test_auroc[i]:.3f} ({e.direction[i]:2d})         {p.test_auroc[i]:.3f} ({p.direction[i]:2d})"
           f"         {e.test_ap[i]:.3f}     {p.test_ap[i]:.3f}")
 
+# %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw=dict(width_ratios=[8, max(4, len(morph_names))]))
 for ax, key, names in ((ax1, "pos", grammar.UPOS_CLASSES), (ax2, "morph", morph_names)):
     x = np.arange(len(names))
@@ -251,6 +253,8 @@ plt.show()
 # %%
 train_macro = {l: results[l, "entk"]["pos"].train_auroc_macro(runs[l]["scores"].numpy(), Y_pos, train) for l in layers}
 best_layer = max(train_macro, key=train_macro.get)
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(5.5, 3.4))
 for method, style in (("entk", "o-"), ("pca", "s--")):
     ax.plot(layers, [results[l, method]["pos"].macro() for l in layers], style, label=f"{method}: POS (test)")
@@ -278,6 +282,8 @@ for k in range(min(n_show, top_k)):
     print(f"eigenvector {k} (λ = {float(runs[layer]['pairs'].values[k]):.4g}):")
     for s, text, word, upos in rows:
         print(f"   {s:+8.3f}  …{text!r} -> {word!r} [{upos}]")
+
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, min(n_show, top_k), figsize=(4 * min(n_show, top_k), 3.2), squeeze=False)
 for k, ax in enumerate(axes[0]):
     for i, c in enumerate(grammar.UPOS_CLASSES):
