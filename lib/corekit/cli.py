@@ -41,7 +41,7 @@ ROOT_ENV = "COREKIT_ROOT"
 FIGURES_ENV = "COREKIT_FIGURES"
 PROFILES = ("quick", "cpu", "paper")
 #: Modules of the command line itself: they cannot change a notebook's results, so no source_hash covers them.
-COMMAND_LINE = ("cli.py", "__main__.py")
+COMMAND_LINE = ("cli.py", "__main__.py", "publish.py")
 KERNEL = "python3"
 NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")

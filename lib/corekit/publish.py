@@ -168,13 +168,13 @@ def record_markdown(nb: cli.Notebook, run: Run) -> str:
     kind = "Published run" if run.published else "Run"
     threads = env.get("threads")
     lines = [":::{admonition} " + kind, ":class: corekit-run note",
-             f"**profile** {profile} · **device** {env.get('device', 'not recorded')} · "
+             f"**profile** {profile} · **device** {env.get('device') or 'not recorded'} · "
              f"**threads** {threads if threads is not None else 'not recorded'} · "
              f"**runtime** {duration(metrics.get('runtime_s'))} · **commit** {commit_text} · **date** {date}",
              ":::"]
     if not run.published:
-        lines += ["", ":::{note}", f"No published run of this chapter yet: this page shows a {profile}-profile "
-                  "run made for the build.", ":::"]
+        lines += ["", ":::{note}", f"This page shows a {profile}-profile run made for this build, not a published "
+                  "run (`results/`).", ":::"]
     reason = stale_reason(nb, metrics)
     if reason:
         lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
@@ -251,7 +251,7 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str
         origin = "published run" if run.published else "build run (not published)"
         lines += [f"## {name}", "",
                   f"{{doc}}`../notebooks/{name}` · {origin}: {metrics.get('profile', '?')} profile, "
-                  f"{env.get('device', 'device not recorded')}, {duration(metrics.get('runtime_s'))}", ""]
+                  f"{env.get('device') or 'device not recorded'}, {duration(metrics.get('runtime_s'))}", ""]
         lines += claims_table(metrics, quick.get(name) if run.published else None)
         lines.append("")
     if gallery:
