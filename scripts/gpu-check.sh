@@ -13,7 +13,7 @@
 #                 steps.jsonl     one JSON line per step: name, exit status, seconds, budget, timed out
 #                 gpu-check.log   the steps' summary and the environment
 #                 runs.tar.gz     every step's log, and the executed notebooks with metrics and figures
-# --budget S    wall-clock seconds for all steps together (default 560); each step also has its own
+# --budget S    wall-clock seconds for all steps together (default 540); each step also has its own
 #               limit (timeout), so one slow step cannot eat the rest, and B2 takes what is left.
 # --dry-run     the same steps on the CPU at tiny sizes (about a minute and a half): tests/test_publish.py
 #               runs it so that the script cannot rot between GPU sessions.
@@ -22,7 +22,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-dry=0 wheels="" out="${OUT:-}" budget=560
+dry=0 wheels="" out="${OUT:-}" budget=540
 while (($#)); do
     case "$1" in
         --dry-run) dry=1 ;;
