@@ -216,9 +216,8 @@ def cell(value: object) -> str:
     return text.replace("|", "\\|")
 
 
-def claims_table(shown: dict, quick: dict | None) -> list[str]:
-    """Return the markdown rows of one chapter's claims: paper, shown run, quick run, target, verdict."""
-    label = f"{shown.get('profile', '?')} run"
+def claims_table(shown: dict, label: str, quick: dict | None) -> list[str]:
+    """Return the markdown rows of one chapter's claims: paper, shown run (``label``), quick run, target, verdict."""
     header = ["claim", "paper", label] + (["quick run"] if quick else []) + ["target", "verdict"]
     quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -229,6 +228,18 @@ def claims_table(shown: dict, quick: dict | None) -> list[str]:
         values += [cell(claim.get("target", "")), VERDICTS.get(claim.get("pass"), "?")]
         rows.append("| " + " | ".join(values) + " |")
     return rows
+
+
+def title(run: Run) -> str:
+    """Return the chapter's title: the first level-1 heading of its notebook (else its name)."""
+    import nbformat
+
+    for cell in nbformat.read(run.ipynb, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            heading = next((line[2:].strip() for line in cell.source.splitlines() if line.startswith("# ")), None)
+            if heading:
+                return heading
+    return run.name
 
 
 def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str, str]) -> str:
@@ -248,11 +259,13 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str
     for name, run in runs.items():
         metrics = run.metrics
         env = metrics.get("environment") or {}
-        origin = "published run" if run.published else "build run (not published)"
-        lines += [f"## {name}", "",
-                  f"{{doc}}`../notebooks/{name}` · {origin}: {metrics.get('profile', '?')} profile, "
+        profile = metrics.get("profile", "?")
+        origin = "published run" if run.published else "run made for this build (not published)"
+        label = f"published ({profile})" if run.published else f"{profile} run"
+        lines += [f"## {title(run)}", "",
+                  f"{{doc}}`Chapter {name} <../notebooks/{name}>` · {origin}: {profile} profile, "
                   f"{env.get('device') or 'device not recorded'}, {duration(metrics.get('runtime_s'))}", ""]
-        lines += claims_table(metrics, quick.get(name) if run.published else None)
+        lines += claims_table(metrics, label, quick.get(name) if run.published else None)
         lines.append("")
     if gallery:
         lines += ["## Key figures", "", "The first figure of each chapter.", "",
