@@ -52,13 +52,18 @@ class Run:
         """The run's metrics file, parsed."""
         return json.loads(self.metrics_path.read_text())
 
+    def exists(self) -> bool:
+        """Return whether the run's notebook and metrics are both there."""
+        return self.ipynb.is_file() and self.metrics_path.is_file()
+
     def figure_files(self) -> list[Path]:
-        """Return the run's figure files, in the order the notebook saved them where that is recorded."""
+        """Return the run's figure files in the order the notebook saved them (recorded, else by file time)."""
         if not self.figures.is_dir():
             return []
         order = self.metrics.get("figures") or []
         files = [self.figures / name for name in order if (self.figures / name).is_file()]
-        return files + sorted(p for p in self.figures.glob("*.png") if p not in files)
+        rest = sorted((p for p in self.figures.glob("*.png") if p not in files), key=lambda p: p.stat().st_mtime_ns)
+        return files + rest
 
 
 def published_run(root: Path, name: str) -> Run:
@@ -71,11 +76,6 @@ def executed_run(executed_dir: Path, name: str) -> Run:
     """Return the run of ``name`` that ``corekit run --out executed_dir`` wrote (its files may not exist)."""
     return Run(name, executed_dir / f"{name}.ipynb", executed_dir / f"{name}.metrics.json",
                executed_dir / "figures" / name, published=False)
-
-
-def exists(run: Run) -> bool:
-    """Return whether the run's notebook and metrics are both there."""
-    return run.ipynb.is_file() and run.metrics_path.is_file()
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,8 +109,7 @@ def publish(root: Path, executed: Run) -> Path:
     new.mkdir(parents=True)
     size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb")
     metrics = executed.metrics
-    figures = sorted(executed.figures.glob("*.png"), key=lambda p: p.stat().st_mtime_ns) \
-        if executed.figures.is_dir() else []
+    figures = executed.figure_files()
     metrics["figures"] = [p.name for p in figures]
     (new / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if figures:
@@ -312,9 +311,9 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
     runs, missing = {}, []
     for name in names:
         run = published_run(root, name)
-        if not exists(run) and fallback is not None:
+        if not run.exists() and fallback is not None:
             run = executed_run(fallback, name)
-        if exists(run):
+        if run.exists():
             runs[name] = run
         else:
             missing.append(name)
