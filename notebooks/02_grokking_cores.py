@@ -113,6 +113,7 @@ ckpt_test_acc = torch.stack([test_acc[history.steps.index(s)] for s in checkpoin
 grok_step = grokking_step(checkpoints, ckpt_test_acc[:, :S].min(1).values.tolist())
 epoch = lambda step: step / epoch_steps  # noqa: E731
 
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(8, 3.6))
 for m in range(2 * S):
     style = "-" if m < S else "--"
@@ -152,7 +153,7 @@ circle, modes = np.array(summary["circle"]), np.array(summary["modes"])
 # down to $2/p$) at each checkpoint; solid lines keep weight decay, dashed lines lost it at the fork.
 # A necessary rank of 0 means the model was not above $2/p$ on held-out pairs to begin with.
 
-# %%
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), sharey=True)
 for ax, values, name in zip(axes, (energy_r, sufficient_r, necessary_r), ("energy", "sufficient", "necessary")):
     ax.plot(checkpoints, values[:, :S].mean(1), "o-", ms=3, label=f"ω={weight_decay}")
@@ -175,6 +176,8 @@ plt.show()
 # %%
 i_grok = checkpoints.index(grok_step) if grok_step is not None else len(checkpoints) - 1
 i_before = max(0, i_grok - 1)
+
+# %% tags=["hide-input"]
 panels = [(i_before, 0, "before grokking"), (i_grok, 0, "at grokking"), (len(checkpoints) - 1, 0, f"final, ω={weight_decay}"),
           (len(checkpoints) - 1, S, "final, ω→0")]
 fig, axes = plt.subplots(1, 4, figsize=(15, 4))

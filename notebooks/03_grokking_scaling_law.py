@@ -108,7 +108,7 @@ for row in rows:
 # training set is fitted early, the test accuracy jumps later, and the jump comes sooner under
 # stronger weight decay. The dots mark the two steps whose difference is $\tau$.
 
-# %%
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(8, 3.6))
 for i, w in enumerate(weight_decays):
     r = next(r for r in omega_runs if r.weight_decay == w)
@@ -148,6 +148,7 @@ if scaling.fittable(p_points) and len(p_points) >= 3:
     except RuntimeError as err:                       # no convergence: reported, not hidden
         print("τ(p) = −Ω log(1 − p_c/p) did not converge:", err)
 
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 for ax, points, runs, name, key in ((axes[0], omega_points, omega_runs, "ω", "weight_decay"),
                                     (axes[1], p_points, p_runs, "p", "p")):
@@ -189,6 +190,8 @@ plt.show()
 grokked = [r for r in results if not r.censored and r.tau > 0]
 products = scaling.collapse_values([r.p for r in grokked], [r.weight_decay for r in grokked], [r.tau for r in grokked])
 collapse_cv = scaling.coefficient_of_variation(products) if len(products) >= 2 else float("nan")
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(8, 3.4))
 for runs, name, color in ((p_runs, "p sweep", "C0"), (omega_runs, "ω sweep", "C1")):
     runs = [r for r in runs if not r.censored and r.tau > 0]

@@ -146,6 +146,18 @@ def test_notebook_pages_embed_their_images_and_claims(book, book_root):
     assert len(chapter.images) >= 5, f"{CHAPTER} shows {len(chapter.images)} images, expected at least 5"
 
 
+def test_chapter_opens_with_its_run_record_and_the_results_page_lists_its_claims(book, book_root, executed):
+    _, html = book
+    chapter = (html / "notebooks" / f"{CHAPTER}.html").read_text(encoding="utf-8")
+    assert "corekit-run" in chapter and "profile</strong> quick" in chapter, f"{CHAPTER} has no run record"
+    assert chapter.index("corekit-run") < chapter.index("corekit-claims")
+    results = (html / "book" / "results.html").read_text(encoding="utf-8")
+    claims = json.loads((executed / f"{CHAPTER}.metrics.json").read_text())["claims"]
+    absent = [c["id"] for c in claims if c["id"] not in results]
+    assert not absent, f"claims of {CHAPTER} missing from the results page: {absent}"
+    assert f'href="../notebooks/{CHAPTER}.html' in results
+
+
 def test_internal_links_resolve(book):
     _, html = book
     broken = []

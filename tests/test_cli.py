@@ -116,7 +116,7 @@ def test_missing_paper_profile_names_the_file(repo):
 def test_unknown_profile_lists_the_profiles(repo):
     done = corekit("run", TINY, "--profile", "huge", root=repo)
     assert done.returncode == 2
-    assert "invalid choice: 'huge' (choose from" in done.stderr and "'quick', 'paper'" in done.stderr
+    assert "invalid choice: 'huge' (choose from" in done.stderr and "'quick', 'cpu', 'paper'" in done.stderr
 
 
 def test_paper_profile_with_override_and_unpaired_notebook(tmp_path):
@@ -155,7 +155,7 @@ def test_run_all_continues_after_a_failure(tmp_path):
 def test_list_shows_parameters_and_defaults(repo):
     done = corekit("list", root=repo)
     assert done.returncode == 0, done.stderr
-    assert "00_tiny  (no paper profile, in _toc.yml)" in done.stdout
+    assert "00_tiny  (no cpu profile, no paper profile, in _toc.yml)" in done.stdout
     assert re.search(r"matrix\s+= \[\[0\.5, 0\.5\], \[0\.25, 0\.75\]\]  # any nested list", done.stdout)
 
 

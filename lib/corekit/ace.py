@@ -198,7 +198,7 @@ def unit_circle_fraction(eigenvalues: np.ndarray, p: int) -> float:
 
 
 def frequency_modes(eigenvalues: np.ndarray, p: int) -> list[int]:
-    """Return the distinct frequencies k ∈ {0, …, ⌊p/2⌋} (k = round(p·|arg λ| / 2π)) of the unit-circle eigenvalues."""
+    """Return the distinct frequencies k ∈ {0, …, ⌊p/2⌋} (``k = round(p·|arg λ| / 2π)``) of the unit-circle eigenvalues."""
     eigenvalues = np.asarray(eigenvalues)
     on_circle = eigenvalues[np.abs(np.abs(eigenvalues) - 1.0) <= np.sin(np.pi / p)]
     return sorted({int(k) for k in np.rint(np.abs(np.angle(on_circle)) * p / (2 * np.pi))})

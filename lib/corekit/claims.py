@@ -3,9 +3,12 @@
 A notebook creates one :class:`Claims`, adds every headline figure it measures, shows the table at
 the end of the page and writes ``NAME.metrics.json``::
 
-    {"notebook", "parameters", "runtime_s", "claims": [{"id", "paper", "measured", "target", "pass"}]}
+    {"notebook", "parameters", "runtime_s", "claims": [{"id", "paper", "measured", "target", "pass"}],
+     "environment": {...}}
 
-A failing claim never raises: it is shown as failing, with the measured value.
+``environment`` is the run record of :func:`corekit.runinfo.environment` (versions, device, threads,
+git commit, model files with their sha256). A failing claim never raises: it is shown as failing,
+with the measured value.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corekit import runinfo
 from corekit.parameters import declared
 
 #: Environment variable naming the metrics file; ``corekit run`` sets it for the executed notebook.
@@ -42,7 +46,7 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
     """Return a short human-readable rendering of a measured or paper value."""
     if value is None:
         return "—"
@@ -51,9 +55,9 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items())
     return str(value)
 
 
@@ -86,8 +90,8 @@ class ClaimsTable:
     def _repr_html_(self) -> str:
         colours = {True: "#1a7f37", False: "#cf222e", None: "#57606a"}
         rows = "".join(
-            f"<tr><td><code>{html.escape(c.id)}</code></td><td>{html.escape(_fmt(to_jsonable(c.paper)))}</td>"
-            f"<td>{html.escape(_fmt(to_jsonable(c.measured)))}</td><td>{html.escape(c.target)}</td>"
+            f"<tr><td><code>{html.escape(c.id)}</code></td><td>{html.escape(format_value(to_jsonable(c.paper)))}</td>"
+            f"<td>{html.escape(format_value(to_jsonable(c.measured)))}</td><td>{html.escape(c.target)}</td>"
             f"<td style='color:{colours[c.passed]};font-weight:bold'>{self._verdict(c.passed)}</td></tr>"
             for c in self.claims)
         return ("<table class='corekit-claims'><thead><tr><th>claim</th><th>paper</th><th>measured</th>"
@@ -95,7 +99,7 @@ class ClaimsTable:
 
     def _repr_markdown_(self) -> str:
         lines = ["| claim | paper | measured | target | verdict |", "|---|---|---|---|---|"]
-        lines += [f"| `{c.id}` | {_fmt(to_jsonable(c.paper))} | {_fmt(to_jsonable(c.measured))} | {c.target} "
+        lines += [f"| `{c.id}` | {format_value(to_jsonable(c.paper))} | {format_value(to_jsonable(c.measured))} | {c.target} "
                   f"| {self._verdict(c.passed)} |" for c in self.claims]
         return "\n".join(lines)
 
@@ -160,5 +164,6 @@ class Claims:
         """Return the path of the written metrics file (``$COREKIT_METRICS`` or ``NAME.metrics.json``)."""
         path = Path(path or os.environ.get(METRICS_ENV) or f"{self.notebook}.metrics.json")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+        metrics = {**self.as_dict(), "environment": runinfo.environment()}
+        path.write_text(json.dumps(metrics, indent=2) + "\n")
         return path

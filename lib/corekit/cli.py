@@ -1,13 +1,15 @@
 """The ``corekit`` command: execute the book's notebooks through papermill and build the book.
 
-    corekit run NOTEBOOK|all [--profile quick|paper] [-p NAME VALUE]... [--out DIR]
-    corekit book [--profile quick|paper] [--out DIR] [--executed DIR]
+    corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish]
+    corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR]
+    corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
     corekit list
 
 A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
 ``notebooks/NN_name.ipynb``. ``run`` writes ``DIR/NAME.ipynb`` (executed), ``DIR/NAME.metrics.json``
 (the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``) and ``DIR/figures/NAME/``.
 ``book`` reuses executed notebooks whose ``source_hash`` still matches and builds static HTML.
+``--publish`` and ``book --published`` are the published edition (``corekit.publish``, ``results/``).
 """
 from __future__ import annotations
 
@@ -35,9 +37,9 @@ from corekit.parameters import ROOT_ENV, Parameter, parameters_cell, parse_param
 
 #: Environment variable naming the folder where the executed notebook saves its figures.
 FIGURES_ENV = "COREKIT_FIGURES"
-PROFILES = ("quick", "paper")
+PROFILES = ("quick", "cpu", "paper")
 #: Modules of the command line itself: they cannot change a notebook's results, so no source_hash covers them.
-COMMAND_LINE = ("cli.py", "__main__.py")
+COMMAND_LINE = ("cli.py", "__main__.py", "publish.py")
 KERNEL = "python3"
 NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -110,7 +112,11 @@ class Notebook:
     @property
     def paper_profile(self) -> Path:
         """The parameters of the paper profile."""
-        return self.folder / "params" / "paper" / f"{self.name}.yaml"
+        return self.profile_file("paper")
+
+    def profile_file(self, profile: str) -> Path:
+        """Return the parameters file of ``profile`` (cpu or paper): ``notebooks/params/PROFILE/NAME.yaml``."""
+        return self.folder / "params" / profile / f"{self.name}.yaml"
 
 
 def notebook_names(root: Path) -> list[str]:
@@ -187,16 +193,16 @@ def check_names(nb: Notebook, values: dict, origin: str) -> None:
 
 
 def profile_parameters(nb: Notebook, profile: str) -> dict:
-    """Return what the profile sets: nothing for quick (the defaults), the YAML file for paper."""
+    """Return what the profile sets: nothing for quick (the defaults), its YAML file for cpu and paper."""
     if profile not in PROFILES:
         raise CorekitError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     if profile == "quick":
         return {}
-    path = nb.paper_profile
+    path = nb.profile_file(profile)
     if not path.is_file():
-        having = [n for n in notebook_names(nb.root) if Notebook(nb.root, n).paper_profile.is_file()]
-        raise CorekitError(f"no paper profile for {nb.name}: {path.relative_to(nb.root)} does not exist; "
-                           f"notebooks with a paper profile: {', '.join(having) or '(none)'}")
+        having = [n for n in notebook_names(nb.root) if Notebook(nb.root, n).profile_file(profile).is_file()]
+        raise CorekitError(f"no {profile} profile for {nb.name}: {path.relative_to(nb.root)} does not exist; "
+                           f"notebooks with a {profile} profile: {', '.join(having) or '(none)'}")
     values = yaml.safe_load(path.read_text()) or {}
     if not isinstance(values, dict):
         raise CorekitError(f"{path} must hold a mapping of NAME: VALUE, got a {type(values).__name__}")
@@ -338,8 +344,11 @@ def default_dir(root: Path, kind: str, profile: str) -> Path:
     return root / "_build" / kind / profile
 
 
-def run_all(root: Path, profile: str, overrides: dict, out: Path) -> int:
-    """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed."""
+def run_all(root: Path, profile: str, overrides: dict, out: Path, publish: bool = False) -> int:
+    """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed.
+
+    With ``publish``, each notebook that succeeds replaces its published run in ``results/``.
+    """
     names = notebook_names(root)
     if not names:
         raise CorekitError(f"no notebooks to run: {root / 'notebooks'} holds no NN_name.py")
@@ -355,6 +364,8 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path) -> int:
         mine = {k: v for k, v in overrides.items() if k in declared[name]}
         try:
             print(summary(execute(nb, profile, effective_parameters(nb, profile, mine), out)), flush=True)
+            if publish:
+                publish_executed(root, name, out)
         except CorekitError as err:
             print(f"corekit: error: {err}", file=sys.stderr, flush=True)
             failed.append(name)
@@ -364,16 +375,28 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path) -> int:
     return 0
 
 
+def publish_executed(root: Path, name: str, out: Path) -> None:
+    """Replace the published run of ``name`` in ``results/`` with the one just executed into ``out``."""
+    from corekit import publish
+
+    publish.publish(root, publish.executed_run(out, name))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """``corekit run``: execute one notebook (or all) and print its claims."""
+    """``corekit run``: execute one notebook (or all) and print its claims (``--publish``: into results/)."""
     root = find_root()
     overrides = parse_overrides(args.parameter)
+    if args.publish and overrides:
+        raise CorekitError("--publish takes no -p overrides: a published run is a profile run; put the values in "
+                           "notebooks/params/cpu/NAME.yaml or notebooks/params/paper/NAME.yaml")
     out = (args.out or default_dir(root, "executed", args.profile)).resolve()
     if args.notebook == "all":
-        return run_all(root, args.profile, overrides, out)
+        return run_all(root, args.profile, overrides, out, publish=args.publish)
     nb = get_notebook(root, args.notebook)
     metrics = execute(nb, args.profile, effective_parameters(nb, args.profile, overrides), out)
     print(summary(metrics))
+    if args.publish:
+        publish_executed(root, nb.name, out)
     return 0
 
 
@@ -432,16 +455,16 @@ def stage_notebook(executed: Path, staged: Path) -> None:
     nbformat.write(notebook, staged)
 
 
-def stage_book(root: Path, executed_dir: Path, names: list[str], stage: Path) -> Path:
-    """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks."""
+def stage_book(root: Path, notebooks: dict[str, Path], stage: Path) -> Path:
+    """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks (name -> .ipynb)."""
     if stage.exists():
         shutil.rmtree(stage)
     (stage / "notebooks").mkdir(parents=True)
     shutil.copy2(root / "_toc.yml", stage / "_toc.yml")
     if (root / "book").is_dir():
         shutil.copytree(root / "book", stage / "book")
-    for name in names:
-        stage_notebook(executed_dir / f"{name}.ipynb", stage / "notebooks" / f"{name}.ipynb")
+    for name, executed in notebooks.items():
+        stage_notebook(executed, stage / "notebooks" / f"{name}.ipynb")
     config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
     (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return stage
@@ -467,14 +490,28 @@ def build_html(stage: Path, out: Path) -> Path:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    """``corekit book``: execute what is stale, stage the sources and build the static HTML."""
+    """``corekit book``: execute what is stale, stage the sources and build the static HTML.
+
+    ``--published`` builds from ``results/`` alone and executes nothing (``corekit.publish``).
+    """
+    from corekit import publish
+
     root = find_root()
+    if args.published:
+        executed_dir = (args.executed or default_dir(root, "executed", "quick")).resolve()
+        out = (args.out or default_dir(root, "book", "published")).resolve()
+        html = publish.build_published(root, out, executed_dir, fallback=args.fallback_quick)
+        print(f"book: {html} (open {html / 'index.html'})")
+        return 0
     executed_dir = (args.executed or default_dir(root, "executed", args.profile)).resolve()
     out = (args.out or default_dir(root, "book", args.profile)).resolve()
     names = toc_notebooks(root)
     for name in names:
         ensure_executed(Notebook(root, name), args.profile, executed_dir)
-    html = build_html(stage_book(root, executed_dir, names, out / "source"), out)
+    runs = {name: publish.executed_run(executed_dir, name) for name in names}
+    stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+    publish.decorate(root, stage, runs, {})
+    html = build_html(stage, out)
     print(f"book: {html} (open {html / 'index.html'})")
     return 0
 
@@ -485,8 +522,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     in_toc = set(f.split("/", 1)[1] for f in toc_files(root) if f.startswith("notebooks/"))
     for name in notebook_names(root):
         nb = Notebook(root, name)
-        notes = ["paper profile" if nb.paper_profile.is_file() else "no paper profile",
-                 "in _toc.yml" if name in in_toc else "not in _toc.yml"]
+        notes = [f"{p} profile" if nb.profile_file(p).is_file() else f"no {p} profile" for p in PROFILES[1:]]
+        notes.append("in _toc.yml" if name in in_toc else "not in _toc.yml")
         print(f"{name}  ({', '.join(notes)})")
         params = read_parameters(nb)
         width = max((len(p) for p in params), default=0)
@@ -498,8 +535,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _add_profile(parser: argparse.ArgumentParser) -> None:
     """Add the ``--profile`` option."""
     parser.add_argument("--profile", choices=PROFILES, default="quick",
-                        help="quick: the notebook's defaults (CPU, minutes); "
-                             "paper: notebooks/params/paper/NAME.yaml (GPU)")
+                        help="quick: the notebook's defaults (CPU, minutes); cpu: notebooks/params/cpu/NAME.yaml "
+                             "(closest to the paper that fits a 2-core CPU); paper: notebooks/params/paper/NAME.yaml")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -513,12 +550,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a parameter; VALUE is YAML, e.g. -p seeds '[0, 1]' (overrides the profile)")
     run.add_argument("--out", type=Path, metavar="DIR", help="output folder (default _build/executed/PROFILE)")
+    run.add_argument("--publish", action="store_true",
+                     help="on success, replace the notebook's published run in results/NAME/ (no -p allowed)")
 
     book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
     _add_profile(book)
     book.add_argument("--out", type=Path, metavar="DIR", help="book output folder (default _build/book/PROFILE)")
     book.add_argument("--executed", type=Path, metavar="DIR",
-                      help="executed notebooks to reuse (default _build/executed/PROFILE)")
+                      help="executed notebooks to reuse (default _build/executed/PROFILE; with --published, "
+                           "the quick runs shown beside the published ones: _build/executed/quick)")
+    book.add_argument("--published", action="store_true",
+                      help="build the published edition from results/ only, executing nothing")
+    book.add_argument("--fallback-quick", action="store_true",
+                      help="with --published: show the executed quick run (--executed) of a chapter not yet published")
 
     commands.add_parser("list", help="list the notebooks with their parameters and defaults")
     return parser

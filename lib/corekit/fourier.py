@@ -4,9 +4,9 @@ Inputs of the modular-addition task are all p² pairs (a, b) in the order of
 :func:`corekit.tasks.modular.modular_addition`: row ``a * p + b``. With ω_k = 2πk/p, a feature block
 holds one cosine and one sine column per frequency k (k = 1 … ⌊p/2⌋ unless ``freqs`` says otherwise):
 
-========== ====================================================== =========================
+=========== ===================================================== =========================
 kind        columns (per frequency k)                              width
-========== ====================================================== =========================
+=========== ===================================================== =========================
 "a"         cos ω_k a, sin ω_k a                                   2·len(freqs)
 "b"         cos ω_k b, sin ω_k b                                   2·len(freqs)
 "ab"        cos ω_k a, sin ω_k a, cos ω_k b, sin ω_k b             4·len(freqs)
@@ -14,7 +14,7 @@ kind        columns (per frequency k)                              width
 "diff"      cos ω_k (a−b), sin ω_k (a−b)                           2·len(freqs)
 "sum_diff"  the "sum" columns, then the "diff" columns             4·len(freqs)
 "input_sum" cos ω_k a + cos ω_k b, sin ω_k a + sin ω_k b           2·len(freqs)
-========== ====================================================== =========================
+=========== ===================================================== =========================
 
 The alignment of an eigenvector block Q (N, d) with a feature block F (N, m) is the authors' score
 ‖QᵀF‖²_F after orthonormalising both (F centred first); it lies in [0, min(d, m)] and
@@ -93,7 +93,7 @@ def fourier_basis(p: int, kind: str, freqs: Sequence[int] | None = None,
 def fourier_power(W: Tensor) -> Tensor:
     """Return the Fourier power (⌊p/2⌋+1,) at k = 0 … ⌊p/2⌋ of a token-indexed matrix W (p, d), summed over d.
 
-    Power at k is Σ_d |Σ_a W[a, d] e^{-iω_k a}|², the energy of the cos/sin pair k (k = 0: the mean).
+    Power at k is ``Σ_d |Σ_a W[a, d] e^{-iω_k a}|²``, the energy of the cos/sin pair k (k = 0: the mean).
     """
     if W.dim() != 2:
         raise ValueError(f"W must be (p, d) with one row per residue, got shape {tuple(W.shape)}")

@@ -130,7 +130,7 @@ def kernels(model: FunctionalModel, x: Tensor, mode: str = "class_mean", names: 
 
 def jacobians(fn: Callable[[Params, Tensor], Tensor], params: Params, x: Tensor, names: Sequence[str] | None = None,
               chunk: int | None = None) -> dict[str, Tensor]:
-    """Return per-example Jacobians {name: (N, C, *shape)} of fn(params, x) (N, C) by ``vmap(jacrev)`` over examples."""
+    """Return per-example Jacobians ``{name: (N, C, *shape)}`` of fn(params, x) (N, C) by ``vmap(jacrev)`` over examples."""
     names = check_names(params, names)
     fixed = {k: v for k, v in params.items() if k not in names}
     primals = {k: params[k] for k in names}

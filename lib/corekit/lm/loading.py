@@ -21,6 +21,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from corekit import runinfo
 from corekit.lm.model import LM
 
 #: Environment variable naming the folder for converted offline models (default ``~/.cache/corekit``).
@@ -289,9 +290,22 @@ def load(name: str, device: str | torch.device | None = "auto", dtype: str | tor
             model, tok, source, placed = _load_hub(name, dev, dt)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(0)
+    _record(name, source)
     lm = LM(name=name, model=_finish(model, dev, dt, placed), tokenizer=tok, source=source)
     _LOADED[key] = lm
     return lm
+
+
+def _record(name: str, source: str) -> None:
+    """Enter the weights file behind model ``name`` into the run record (``corekit.runinfo``)."""
+    if name in OFFLINE:
+        offline = OFFLINE[name]
+        version = importlib.metadata.version(offline.distribution)
+        runinfo.record_model(name, f"{offline.distribution}=={version}", offline.gguf_path())
+    elif name.endswith(".gguf"):
+        runinfo.record_model(name, "GGUF file", Path(name).expanduser())
+    else:
+        runinfo.record_model(name, source)
 
 
 def clear_loaded() -> None:

@@ -1,0 +1,335 @@
+"""The published edition: committed runs in ``results/``, the run record on each page, the results page.
+
+Layout of ``results/`` (one folder per notebook, written by ``corekit run NAME --profile P --publish``)::
+
+    results/NN_name/NN_name.ipynb     the executed notebook, progress bars collapsed to their last line
+    results/NN_name/metrics.json      its metrics: claims, profile, parameters, runtime, environment,
+                                      source_hash, and the figures in the order they were saved
+    results/NN_name/figures/*.png     its figures
+
+:func:`publish` replaces a notebook's folder only once its new run has succeeded. At book build time,
+:func:`decorate` opens every chapter with its run record (profile, device, threads, runtime, commit,
+date, and a warning when the sources changed since the run) and writes the results page
+(``book/results.md``: every claim of every chapter, and a gallery of each chapter's first figure).
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from corekit import cli
+from corekit.claims import format_value
+
+#: Folder of the published runs, under the book's root.
+RESULTS = "results"
+#: The generated results page, as ``_toc.yml`` names it.
+RESULTS_PAGE = "book/results"
+#: A published notebook larger than this (bytes) draws a warning: its figures are too many or too large.
+SIZE_WARNING_BYTES = 3 * 2**20
+#: Longest rendering of a value in the results table, in characters.
+VALUE_WIDTH = 60
+VERDICTS = {True: '<span class="corekit-pass">pass</span>', False: '<span class="corekit-fail">FAIL</span>',
+            None: '<span class="corekit-reported">reported</span>'}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One executed notebook the book shows: its .ipynb, its metrics and its figures folder."""
+
+    name: str
+    ipynb: Path
+    metrics_path: Path
+    figures: Path
+    published: bool
+
+    @property
+    def metrics(self) -> dict:
+        """The run's metrics file, parsed."""
+        return json.loads(self.metrics_path.read_text())
+
+    def exists(self) -> bool:
+        """Return whether the run's notebook and metrics are both there."""
+        return self.ipynb.is_file() and self.metrics_path.is_file()
+
+    def figure_files(self) -> list[Path]:
+        """Return the run's figure files in the order the notebook saved them (recorded, else by file time)."""
+        if not self.figures.is_dir():
+            return []
+        order = self.metrics.get("figures") or []
+        files = [self.figures / name for name in order if (self.figures / name).is_file()]
+        rest = sorted((p for p in self.figures.glob("*.png") if p not in files), key=lambda p: p.stat().st_mtime_ns)
+        return files + rest
+
+
+def published_run(root: Path, name: str) -> Run:
+    """Return the published run of ``name`` (its files may not exist)."""
+    folder = root / RESULTS / name
+    return Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", published=True)
+
+
+def executed_run(executed_dir: Path, name: str) -> Run:
+    """Return the run of ``name`` that ``corekit run --out executed_dir`` wrote (its files may not exist)."""
+    return Run(name, executed_dir / f"{name}.ipynb", executed_dir / f"{name}.metrics.json",
+               executed_dir / "figures" / name, published=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Publishing a run
+
+
+def tidy_notebook(source: Path, target: Path) -> int:
+    """Write ``source`` to ``target`` with every progress bar collapsed to its final line; return its bytes."""
+    import nbformat
+
+    notebook = nbformat.read(source, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = cli.tidy_streams(cell.outputs)
+    nbformat.write(notebook, target)
+    return target.stat().st_size
+
+
+def publish(root: Path, executed: Run) -> Path:
+    """Return ``results/NAME`` after replacing it with the (successful) run ``executed``.
+
+    The new folder is assembled beside the old one and swapped in by two renames, so an interrupted
+    publish leaves the previous published run in place.
+    """
+    results = root / RESULTS
+    final = results / executed.name
+    new, old = results / f".{executed.name}.new", results / f".{executed.name}.old"
+    for leftover in (new, old):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    new.mkdir(parents=True)
+    size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb")
+    metrics = executed.metrics
+    figures = executed.figure_files()
+    metrics["figures"] = [p.name for p in figures]
+    (new / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    if figures:
+        (new / "figures").mkdir()
+        for path in figures:
+            shutil.copy2(path, new / "figures" / path.name)
+    if final.exists():
+        final.rename(old)
+    new.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+    if size > SIZE_WARNING_BYTES:
+        print(f"corekit: warning: the published {executed.name}.ipynb is {size / 2**20:.1f} MB (over "
+              f"{SIZE_WARNING_BYTES / 2**20:.0f} MB): show fewer or smaller figures", file=sys.stderr)
+    print(f"published {executed.name} ({metrics.get('profile')} profile, {size / 2**20:.2f} MB) -> {final}")
+    return final
+
+
+# --------------------------------------------------------------------------------------------
+# The run record at the top of each page
+
+
+def duration(seconds: float | None) -> str:
+    """Return ``seconds`` as '42 s', '3 min 05 s' or '2 h 07 min'."""
+    if seconds is None:
+        return "not recorded"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def stale_reason(nb: cli.Notebook, metrics: dict) -> str | None:
+    """Return why the run no longer matches the current sources, or None when its source_hash still does."""
+    try:
+        params = cli.effective_parameters(nb, metrics.get("profile", "quick"), {})
+    except cli.CorekitError as err:
+        return f"its profile cannot be read any more ({err})"
+    if metrics.get("source_hash") != cli.source_hash(nb, params):
+        return "the notebook, the library or the profile's parameters changed since this run"
+    return None
+
+
+def record_markdown(nb: cli.Notebook, run: Run) -> str:
+    """Return the MyST markdown of the run record that opens a chapter (with a warning when stale)."""
+    metrics = run.metrics
+    env = metrics.get("environment") or {}
+    commit = env.get("commit")
+    commit_text = f"`{commit[:10]}`" + (" (with uncommitted changes)" if env.get("dirty") else "") \
+        if commit else "not recorded"
+    date = (env.get("date") or "not recorded").replace("T", " ").replace("+00:00", " UTC")
+    profile = metrics.get("profile", "?")
+    kind = "Published run" if run.published else "Run"
+    threads = env.get("threads")
+    lines = [":::{admonition} " + kind, ":class: corekit-run note",
+             f"**profile** {profile} · **device** {env.get('device') or 'not recorded'} · "
+             f"**threads** {threads if threads is not None else 'not recorded'} · "
+             f"**runtime** {duration(metrics.get('runtime_s'))} · **commit** {commit_text} · **date** {date}",
+             ":::"]
+    if not run.published:
+        lines += ["", ":::{note}", f"This page shows a {profile}-profile run made for this build, not a published "
+                  "run (`results/`).", ":::"]
+    reason = stale_reason(nb, metrics)
+    if reason:
+        lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
+                  f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
+    return "\n".join(lines)
+
+
+def inject_record(staged: Path, markdown: str) -> None:
+    """Insert ``markdown`` as a cell right after the page title of the staged notebook ``staged``."""
+    import nbformat
+
+    notebook = nbformat.read(staged, as_version=4)
+    record = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": ["corekit-run-record"]})
+    at = 0
+    if notebook.cells and notebook.cells[0].cell_type == "markdown":
+        lines = notebook.cells[0].source.splitlines()
+        title = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+        if title is not None:
+            head, rest = "\n".join(lines[: title + 1]), "\n".join(lines[title + 1:]).strip("\n")
+            notebook.cells[0].source = head
+            at = 1
+            if rest:
+                tail = nbformat.v4.new_markdown_cell(rest, metadata=copy.deepcopy(notebook.cells[0].metadata))
+                notebook.cells.insert(1, tail)
+    notebook.cells.insert(at, record)
+    nbformat.write(notebook, staged)
+
+
+# --------------------------------------------------------------------------------------------
+# The results page
+
+
+def cell(value: object) -> str:
+    """Return ``value`` rendered for a markdown table cell (short, pipes escaped)."""
+    text = value if isinstance(value, str) else format_value(value)
+    text = " ".join(str(text).split())
+    if len(text) > VALUE_WIDTH:
+        text = text[: VALUE_WIDTH - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def claims_table(shown: dict, label: str, quick: dict | None) -> list[str]:
+    """Return the markdown rows of one chapter's claims: paper, shown run (``label``), quick run, target, verdict."""
+    header = ["claim", "paper", label] + (["quick run"] if quick else []) + ["target", "verdict"]
+    quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for claim in shown.get("claims", []):
+        values = [f"`{claim['id']}`", cell(claim.get("paper")), cell(claim.get("measured"))]
+        if quick:
+            values.append(cell(quick_values.get(claim["id"], "not measured")))
+        values += [cell(claim.get("target", "")), VERDICTS.get(claim.get("pass"), "?")]
+        rows.append("| " + " | ".join(values) + " |")
+    return rows
+
+
+def title(run: Run) -> str:
+    """Return the chapter's title: the first level-1 heading of its notebook (else its name)."""
+    import nbformat
+
+    for cell in nbformat.read(run.ipynb, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            heading = next((line[2:].strip() for line in cell.source.splitlines() if line.startswith("# ")), None)
+            if heading:
+                return heading
+    return run.name
+
+
+def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str, str]) -> str:
+    """Return the MyST markdown of the results page; ``gallery`` maps chapters to their staged key figure."""
+    counts = {True: 0, False: 0, None: 0}
+    for run in runs.values():
+        for claim in run.metrics.get("claims", []):
+            counts[claim.get("pass")] = counts.get(claim.get("pass"), 0) + 1
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["# Results at a glance", "",
+             "Every headline claim of every chapter, with the paper's value, the value the chapter's run "
+             "measured, the target it is tested against and the verdict; each chapter's page shows how "
+             "its run was made. This page is generated from the runs' metrics files when the book is "
+             f"built ({stamp}).", "",
+             f"**{counts[True]} pass · {counts[False]} fail · {counts[None]} reported** "
+             f"over {len(runs)} chapters.", ""]
+    for name, run in runs.items():
+        metrics = run.metrics
+        env = metrics.get("environment") or {}
+        profile = metrics.get("profile", "?")
+        origin = "published run" if run.published else "run made for this build (not published)"
+        label = f"published ({profile})" if run.published else f"{profile} run"
+        lines += [f"## {title(run)}", "",
+                  f"{{doc}}`Chapter {name} <../notebooks/{name}>` · {origin}: {profile} profile, "
+                  f"{env.get('device') or 'device not recorded'}, {duration(metrics.get('runtime_s'))}", ""]
+        lines += claims_table(metrics, label, quick.get(name) if run.published else None)
+        lines.append("")
+    if gallery:
+        lines += ["## Key figures", "", "The first figure of each chapter.", "",
+                  "::::{container} corekit-gallery"]
+        for name, image in gallery.items():
+            lines += [f":::{{figure}} {image}", f":alt: {name}", "", f"{{doc}}`../notebooks/{name}`", ":::"]
+        lines += ["::::", ""]
+    return "\n".join(lines)
+
+
+def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dict]) -> None:
+    """Open each staged chapter with its run record and write the results page (if ``_toc.yml`` lists it)."""
+    for name, run in runs.items():
+        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(cli.Notebook(root, name), run))
+    if RESULTS_PAGE not in cli.toc_files(root):
+        return
+    gallery_dir = stage / "book" / "gallery"
+    gallery_dir.mkdir(parents=True, exist_ok=True)
+    gallery = {}
+    for name, run in runs.items():
+        figures = run.figure_files()
+        if figures:
+            shutil.copy2(figures[0], gallery_dir / f"{name}{figures[0].suffix}")
+            gallery[name] = f"gallery/{name}{figures[0].suffix}"
+    (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, gallery))
+
+
+def quick_metrics(executed_dir: Path, names: list[str]) -> dict[str, dict]:
+    """Return the quick-profile metrics present in ``executed_dir``, by notebook name."""
+    found = {}
+    for name in names:
+        run = executed_run(executed_dir, name)
+        if run.metrics_path.is_file():
+            found[name] = run.metrics
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Building the published edition
+
+
+def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[str, Run]:
+    """Return the run each chapter shows: its published run, else (with ``fallback``) an executed quick run."""
+    runs, missing = {}, []
+    for name in names:
+        run = published_run(root, name)
+        if not run.exists() and fallback is not None:
+            run = executed_run(fallback, name)
+        if run.exists():
+            runs[name] = run
+        else:
+            missing.append(name)
+    if missing:
+        how = " or pass --fallback-quick to show their executed quick runs" if fallback is None else \
+            f" (no executed quick run in {fallback} either: corekit run NAME --out {fallback})"
+        raise cli.CorekitError(f"no published run of {', '.join(missing)} in {root / RESULTS}: publish with "
+                               f"`corekit run NAME --profile cpu|paper --publish`{how}")
+    return runs
+
+
+def build_published(root: Path, out: Path, executed_dir: Path, fallback: bool) -> Path:
+    """Return the HTML folder of the book built from ``results/`` alone (nothing is executed)."""
+    names = cli.toc_notebooks(root)
+    runs = published_runs(root, names, executed_dir if fallback else None)
+    stage = cli.stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+    decorate(root, stage, runs, quick_metrics(executed_dir, names))
+    return cli.build_html(stage, out)
+

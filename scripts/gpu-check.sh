@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# One prepared GPU check, ≤ 10 min on one H200: benchmarks B1–B4 and B6 at their GPU sizes, the paper
+# profiles of notebooks 01, 05 and 06, and a slice of 02's paper profile.
+#
+#   bash scripts/gpu-check.sh [--wheels DIR] [--out DIR] [--budget SECONDS] [--dry-run]
+#
+# --wheels DIR  install the notebook stack (papermill, jupytext, nbclient, ipykernel, gguf, ...) from the
+#               wheels in DIR, offline, into a private folder first (DIR filled by gpu-wheelhouse.sh); for a
+#               GPU machine that has torch, transformers, scipy, scikit-learn, matplotlib, tqdm and pytest
+#               but no package index. corekit itself runs from lib/ (PYTHONPATH), nothing is installed.
+# --out DIR     output folder (default: $OUT, else _build/gpu-check). It receives
+#                 results.jsonl   one JSON line per benchmark (the benchmarks' own records)
+#                 steps.jsonl     one JSON line per step: name, exit status, seconds, budget, timed out
+#                 gpu-check.log   the steps' summary and the environment
+#                 runs.tar.gz     every step's log, and the executed notebooks with metrics and figures
+# --budget S    wall-clock seconds for all steps together (default 540); each step also has its own
+#               limit (timeout), so one slow step cannot eat the rest, and B2 takes what is left.
+# --dry-run     the same steps on the CPU at tiny sizes (about a minute and a half): tests/test_publish.py
+#               runs it so that the script cannot rot between GPU sessions.
+#
+# Exit status 0 when every step finished with status 0; 1 otherwise (the summary names the steps).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+dry=0 wheels="" out="${OUT:-}" budget=540
+while (($#)); do
+    case "$1" in
+        --dry-run) dry=1 ;;
+        --wheels) wheels=${2:?--wheels needs a folder}; shift ;;
+        --out) out=${2:?--out needs a folder}; shift ;;
+        --budget) budget=${2:?--budget needs seconds}; shift ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "gpu-check.sh: unknown option $1 (accepted: --wheels DIR, --out DIR, --budget S, --dry-run)" >&2
+           exit 2 ;;
+    esac
+    shift
+done
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget must be whole seconds, got $budget" >&2; exit 2; }
+out=${out:-_build/gpu-check}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rm -f "$out"/results.jsonl "$out"/steps.jsonl "$out"/gpu-check.log "$out"/runs.tar.gz
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/runs" "$work/logs"
+PY=${PYTHON:-python3}
+log() { echo "$*" | tee -a "$out/gpu-check.log"; }
+
+if [[ -n $wheels ]]; then
+    compgen -G "$wheels/*.whl" >/dev/null || { echo "gpu-check.sh: no .whl files in $wheels" >&2; exit 2; }
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" "$wheels"/*.whl \
+        || { echo "gpu-check.sh: installing the wheels from $wheels failed" >&2; exit 2; }
+    export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
+    export JUPYTER_PATH="$work/site/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
+fi
+export PYTHONPATH="$PWD/lib${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg HF_HUB_OFFLINE=1
+
+if ((dry)); then device=cpu; else device=cuda; fi
+log "gpu-check: $(date -u +%FT%TZ), device $device, budget ${budget} s, output $out"
+"$PY" - "$device" <<'EOF' 2>&1 | tee -a "$out/gpu-check.log"
+import importlib, sys
+import torch
+print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cuda available {torch.cuda.is_available()}"
+      + (f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""))
+missing = [m for m in ("corekit", "papermill", "jupytext", "nbclient", "ipykernel", "transformers")
+           if importlib.util.find_spec(m) is None]
+if missing:
+    sys.exit(f"gpu-check.sh: missing Python packages {missing}: pass --wheels DIR (see gpu-wheelhouse.sh)")
+if sys.argv[1] == "cuda" and not torch.cuda.is_available():
+    sys.exit("gpu-check.sh: no CUDA GPU visible to torch; on a CPU use --dry-run")
+EOF
+(( PIPESTATUS[0] == 0 )) || exit 2
+
+start=$SECONDS
+failed=()
+# step NAME LIMIT_S COMMAND...: run COMMAND with at most LIMIT_S seconds (less if the budget is nearly
+# spent), its output in logs/NAME.log; append its record to steps.jsonl.
+step() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$((budget - (SECONDS - start)))
+    ((limit > left)) && limit=$left
+    if ((limit < 5)); then
+        log "$(printf '%-16s skipped: the budget is spent' "$name")"
+        echo "{\"step\": \"$name\", \"status\": null, \"seconds\": 0, \"limit_s\": 0, \"timed_out\": false, \"skipped\": true}" \
+            >>"$out/steps.jsonl"
+        failed+=("$name")
+        return
+    fi
+    local t0=$SECONDS
+    timeout -k 10 "$limit" "$@" >"$work/logs/$name.log" 2>&1
+    local rc=$?
+    local took=$((SECONDS - t0)) timed_out=false
+    ((rc == 124 || rc == 137)) && timed_out=true
+    ((rc == 0)) || failed+=("$name")
+    echo "{\"step\": \"$name\", \"status\": $rc, \"seconds\": $took, \"limit_s\": $limit, \"timed_out\": $timed_out, \"skipped\": false}" \
+        >>"$out/steps.jsonl"
+    log "$(printf '%-16s status %3d  %4d s (limit %d s)%s' "$name" "$rc" "$took" "$limit" \
+        "$([[ $timed_out == true ]] && echo ', TIMED OUT')")"
+    ((rc == 0)) || tail -n 5 "$work/logs/$name.log" | sed 's/^/    /' | tee -a "$out/gpu-check.log"
+}
+bench=(--device "$device" --out "$out/results.jsonl")   # after every benchmark's own options
+run=("$PY" -m corekit run)
+runs=(--out "$work/runs")
+
+if ((dry)); then
+    # Tiny sizes: every code path of the GPU run, on one CPU thread, in seconds per step.
+    step B1 60 "$PY" benchmarks/b1_batched_training.py --threads 1 --models 2 --steps 2 --p 11 "${bench[@]}"
+    step B3 60 "$PY" benchmarks/b3_entk_kernel.py --threads 1 --small --p 7 --repeat 1 "${bench[@]}"
+    step B4 60 "$PY" benchmarks/b4_lanczos.py --threads 1 --small --p 7 --k 4 --repeat 1 "${bench[@]}"
+    step B6 90 "$PY" benchmarks/b6_ace_jacobian.py --threads 1 --parts grokking --p 7 --inputs 16 --top 2 \
+        --models 1 "${bench[@]}"
+    step 01_paper 90 "${run[@]}" 01_markov_cores "${runs[@]}" -p epochs 1 -p n_train 64 -p n_test 64 \
+        -p seq_len 8 -p d_model 16 -p d_mlp 32 -p seeds '[0, 100]'
+    step 05_paper 90 "${run[@]}" 05_entk_mlp_modular "${runs[@]}" -p p 5 -p width 16 -p epochs 10 \
+        -p n_snapshots 3 -p top_k 25 -p eval_every 5
+    step 06_paper 90 "${run[@]}" 06_entk_transformer_modular "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 \
+        -p epochs 10 -p n_snapshots 3 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
+    step 02_slice 90 "${run[@]}" 02_grokking_cores "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
+        -p fork_epoch 5 -p n_checkpoints 2 -p seeds '[0]'
+    step B2 60 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[7]' \
+        -p weight_decays '[1.0]' -p omega_p 7 -p seeds '[0]' -p max_steps 20 -p eval_every 10 -p margin 5 \
+        --loop-steps 2 "${bench[@]}"
+else
+    # GPU sizes (the benchmarks' CUDA defaults), the paper profiles, then B2 with what is left.
+    step B1 60 "$PY" benchmarks/b1_batched_training.py "${bench[@]}"
+    step B3 75 "$PY" benchmarks/b3_entk_kernel.py --full --subset 512 "${bench[@]}"
+    step B4 60 "$PY" benchmarks/b4_lanczos.py --full "${bench[@]}"
+    # B6's language-model part needs the offline GGUF (~95 MB, more than one device transfer carries):
+    # the grokking part alone unless the model is installed.
+    if "$PY" -c "from corekit.llm import OFFLINE; raise SystemExit(not OFFLINE['smollm2-135m'].installed())"; then
+        step B6 75 "$PY" benchmarks/b6_ace_jacobian.py "${bench[@]}"
+    else
+        step B6 60 "$PY" benchmarks/b6_ace_jacobian.py --parts grokking "${bench[@]}"
+    fi
+    step 01_paper 60 "${run[@]}" 01_markov_cores --profile paper "${runs[@]}"
+    step 05_paper 60 "${run[@]}" 05_entk_mlp_modular --profile paper "${runs[@]}"
+    step 06_paper 100 "${run[@]}" 06_entk_transformer_modular --profile paper "${runs[@]}"
+    # The slice: the paper's model, batch and optimiser for 3,000 of its 20,000 epochs (grokking comes first).
+    step 02_slice 90 "${run[@]}" 02_grokking_cores --profile paper -p epochs 3000 -p n_checkpoints 15 "${runs[@]}"
+    step B2 600 "$PY" benchmarks/b2_tau_sweep.py --profile paper -p seeds '[0, 1, 2, 3]' "${bench[@]}"
+fi
+
+log "gpu-check: $((SECONDS - start)) s for all steps; ${#failed[@]} failed${failed:+: ${failed[*]}}"
+cp "$out/steps.jsonl" "$out/gpu-check.log" "$work/logs/" 2>/dev/null
+tar -czf "$out/runs.tar.gz" -C "$work" runs logs
+((${#failed[@]} == 0))

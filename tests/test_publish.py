@@ -1,0 +1,268 @@
+"""The published edition: `corekit run --publish`, `corekit book --published`, run records, the GPU script.
+
+The mechanism is tested on a throwaway book of tiny notebooks; the committed runs in ``results/``
+(if any) are checked for what every published run must hold.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from corekit import cli, publish, runinfo
+from corekit.claims import Claims
+from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
+
+FRESH, STALE = "00_tiny", "01_tiny"
+ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",
+                    "models"}
+BUILD_TIMEOUT_S = 600
+DRY_RUN_TIMEOUT_S = 600
+
+
+def tiny_source(name: str) -> str:
+    """Return a tiny notebook that saves two figures and draws a progress bar with carriage returns."""
+    source = tiny_notebook(name, figures=2, title=f"Tiny chapter {name}")
+    source = source.replace("from corekit.claims import Claims",
+                            "from corekit import plots\nfrom corekit.claims import Claims")
+    source = source.replace("    plt.show()", '    plots.savefig(fig, f"figure_{k}")\n    plt.show()')
+    return source.replace("# %% [markdown]\n# ## Claims",
+                          '# %%\nprint("\\r".join(f"step {i}/3" for i in range(4)))\n\n# %% [markdown]\n# ## Claims')
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A book (the repository's config, a tiny intro, the results page) with two tiny chapters."""
+    root = make_repo(tmp_path_factory.mktemp("book"), {FRESH: tiny_source(FRESH), STALE: tiny_source(STALE)})
+    shutil.copy2(REPO / "_config.yml", root / "_config.yml")
+    (root / "book" / "_static").mkdir(parents=True)
+    shutil.copy2(REPO / "book" / "references.bib", root / "book" / "references.bib")
+    shutil.copy2(REPO / "book" / "_static" / "corekit.css", root / "book" / "_static" / "corekit.css")
+    (root / "book" / "intro.md").write_text("# Tiny book\n")
+    (root / "book" / "results.md").write_text("# Results at a glance\n\nGenerated at build time.\n")
+    toc = {"format": "jb-book", "root": "book/intro",
+           "chapters": [{"file": "book/results"}, {"file": f"notebooks/{FRESH}"}, {"file": f"notebooks/{STALE}"}]}
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    cpu = root / "notebooks" / "params" / "cpu"
+    cpu.mkdir(parents=True)
+    (cpu / f"{FRESH}.yaml").write_text(yaml.safe_dump({"scale": 5.0}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def published(repo, tmp_path_factory) -> Path:
+    """``repo`` with both chapters published (FRESH on its cpu profile), then STALE's source edited."""
+    for name, profile in ((FRESH, "cpu"), (STALE, "quick")):
+        done = corekit("run", name, "--profile", profile, "--publish",
+                       "--out", str(tmp_path_factory.mktemp("out")), root=repo)
+        assert done.returncode == 0, done.stderr
+    py = repo / "notebooks" / f"{STALE}.py"
+    write_notebook(repo, STALE, py.read_text().replace("stand-in notebook", "stand-in notebook, edited"))
+    return repo
+
+
+@pytest.fixture(scope="module")
+def book(published, tmp_path_factory) -> tuple[subprocess.CompletedProcess, float, Path]:
+    """The finished `corekit book --published`, its wall time and its HTML folder."""
+    out = tmp_path_factory.mktemp("html")
+    start = time.perf_counter()
+    done = corekit("book", "--published", "--out", str(out), root=published, timeout=BUILD_TIMEOUT_S)
+    assert done.returncode == 0, f"corekit book --published failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done, time.perf_counter() - start, out / "_build" / "html"
+
+
+def test_publish_writes_the_layout_with_figures_in_order(published):
+    folder = published / "results" / FRESH
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["profile"] == "cpu" and metrics["parameters"]["scale"] == 5.0
+    assert metrics["figures"] == ["figure_0.png", "figure_1.png"]
+    assert all((folder / "figures" / name).is_file() for name in metrics["figures"])
+    assert ENVIRONMENT_KEYS <= set(metrics["environment"])
+    assert not list((published / "results").glob(".*")), "publishing left its temporary folders behind"
+
+
+def test_published_notebook_keeps_only_the_final_progress_line(published):
+    notebook = nbformat.read(published / "results" / FRESH / f"{FRESH}.ipynb", as_version=4)
+    streams = [o["text"] for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+               if o.get("output_type") == "stream" and "step" in o["text"]]
+    assert streams == ["step 3/3\n"]
+
+
+def test_failed_run_leaves_the_published_run_in_place(published, tmp_path):
+    before = (published / "results" / FRESH / "metrics.json").read_bytes()
+    profile = published / "notebooks" / "params" / "cpu" / f"{FRESH}.yaml"
+    saved = profile.read_text()
+    profile.write_text(yaml.safe_dump({"scale": 5.0, "fail": True}))
+    try:
+        done = corekit("run", FRESH, "--profile", "cpu", "--publish", "--out", str(tmp_path), root=published)
+    finally:
+        profile.write_text(saved)
+    assert done.returncode == 1 and "asked to fail" in done.stderr
+    assert (published / "results" / FRESH / "metrics.json").read_bytes() == before
+
+
+def test_publish_refuses_overrides(repo, tmp_path):
+    done = corekit("run", FRESH, "--publish", "-p", "scale", "3", "--out", str(tmp_path), root=repo)
+    assert done.returncode == 2
+    assert "--publish takes no -p overrides" in done.stderr
+
+
+def test_missing_cpu_profile_names_the_notebooks_that_have_one(repo, tmp_path):
+    done = corekit("run", STALE, "--profile", "cpu", "--out", str(tmp_path), root=repo)
+    assert done.returncode == 2
+    assert f"no cpu profile for {STALE}" in done.stderr and f"with a cpu profile: {FRESH}" in done.stderr
+
+
+def test_book_published_without_runs_names_the_missing_notebooks(repo, tmp_path):
+    bare = make_repo(tmp_path / "bare", {FRESH: tiny_source(FRESH)})
+    done = corekit("book", "--published", "--out", str(tmp_path / "html"), root=bare)
+    assert done.returncode == 2
+    assert f"no published run of {FRESH}" in done.stderr and "--fallback-quick" in done.stderr
+
+
+def test_book_published_builds_every_page_quickly(book, published):
+    done, seconds, html = book
+    pages = sorted(html.rglob("*.html"))
+    for page in ("book/intro", "book/results", f"notebooks/{FRESH}", f"notebooks/{STALE}"):
+        assert (html / f"{page}.html").is_file(), f"{page} was not built"
+    assert "executing" not in done.stdout, "book --published executed a notebook"
+    print(f"book --published: {seconds:.1f} s, {len(pages)} HTML pages")
+    assert seconds < 120
+
+
+def page_text(html: Path, page: str) -> str:
+    """Return the HTML of ``page`` with tags stripped and whitespace collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", (html / f"{page}.html").read_text()).split())
+
+
+def test_each_page_opens_with_its_run_record(book, published):
+    _, _, html = book
+    fresh, stale = page_text(html, f"notebooks/{FRESH}"), page_text(html, f"notebooks/{STALE}")
+    metrics = json.loads((published / "results" / FRESH / "metrics.json").read_text())
+    record = fresh[fresh.index("Published run"):]
+    assert record.index("profile cpu") < record.index("A stand-in notebook"), "the record does not open the page"
+    assert f"threads {metrics['environment']['threads']}" in record
+    assert "may be out of date" not in fresh
+    assert "may be out of date" in stale and f"corekit run {STALE} --profile quick --publish" in stale
+
+
+def test_results_page_lists_every_claim_with_its_verdict_and_figure(book, published):
+    _, _, html = book
+    text = page_text(html, "book/results")
+    for name in (FRESH, STALE):
+        for claim in json.loads((published / "results" / name / "metrics.json").read_text())["claims"]:
+            assert claim["id"] in text, f"{name}: claim {claim['id']} is not on the results page"
+    assert "pass" in text and "FAIL" in text
+    source = (html / "book" / "results.html").read_text()
+    assert f'href="../notebooks/{FRESH}.html' in source
+    images = re.findall(r'<img[^>]+src="([^"]+)"', source)
+    assert len(images) == 2 and all((html / "book" / src).is_file() for src in images)
+
+
+def test_environment_block_records_versions_git_and_model_files(tmp_path, monkeypatch):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.txt").write_text("a")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(bytes(range(256)) * 4097)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runinfo, "_models", {})
+    runinfo.record_model("tiny", "a test file", weights)
+    claims = Claims("nb", parameters={})
+    claims.add("x", 1.0, target="reported")
+    env = json.loads(claims.write(tmp_path / "m.json").read_text())["environment"]
+    assert ENVIRONMENT_KEYS <= set(env)
+    assert env["commit"] == head and env["dirty"] is False
+    assert env["models"] == [{"name": "tiny", "source": "a test file", "file": "model.gguf",
+                              "bytes": 256 * 4097, "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}]
+    (tmp_path / "a.txt").write_text("b")
+    assert runinfo.git_state()["dirty"] is True
+
+
+def test_api_page_documents_every_module():
+    page = (REPO / "book" / "api.md").read_text()
+    documented = set(re.findall(r"automodule:: (corekit[\w.]*)", page))
+    library = REPO / "lib" / "corekit"
+    modules = {"corekit." + ".".join(p.relative_to(library).with_suffix("").parts)
+               for p in library.rglob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert modules <= documented, f"modules missing from book/api.md: {sorted(modules - documented)}"
+
+
+# --------------------------------------------------------------------------------------------
+# The committed published runs (results/)
+
+
+def declared_claims(py: Path) -> list[str | re.Pattern]:
+    """Return the claim ids a notebook source adds: literal ids, and patterns for f-string ids."""
+    ids: list[str | re.Pattern] = []
+    for node in ast.walk(ast.parse(py.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "claims" and node.args):
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            ids.append(first.value)
+        elif isinstance(first, ast.JoinedStr):
+            ids.append(re.compile("".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+"
+                                          for v in first.values)))
+    return ids
+
+
+PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.json"))
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_published_run_is_complete(name):
+    run = publish.published_run(REPO, name)
+    metrics = run.metrics
+    assert metrics["notebook"] == name and metrics["profile"] in cli.PROFILES
+    assert ENVIRONMENT_KEYS <= set(metrics.get("environment", {})), f"{name}: no environment block"
+    assert run.ipynb.is_file() and run.ipynb.stat().st_size <= publish.SIZE_WARNING_BYTES
+    ids = [c["id"] for c in metrics["claims"]]
+    missing = [str(getattr(d, "pattern", d)) for d in declared_claims(REPO / "notebooks" / f"{name}.py")
+               if not (d in ids if isinstance(d, str) else any(d.fullmatch(i) for i in ids))]
+    assert not missing, f"{name}: the published run lacks claims its source declares: {missing}"
+
+
+def test_declared_claims_reads_literal_and_formatted_ids(tmp_path):
+    py = tmp_path / "nb.py"
+    py.write_text('claims.add("a", 1, target="t")\nfor m in ms:\n    claims.add(f"b[{m}]", 2, target="t")\n'
+                  'other.add("c")\n')
+    a, b = declared_claims(py)
+    assert a == "a" and b.fullmatch("b[gpt2]") and not b.fullmatch("b")
+
+
+# --------------------------------------------------------------------------------------------
+# The GPU script, dry run on the CPU
+
+
+@pytest.mark.notebook
+def test_gpu_check_dry_run(tmp_path):
+    out = tmp_path / "gpu"
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu-check.sh"), "--dry-run", "--out", str(out)],
+                          capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S,
+                          env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == ["B1", "B3", "B4", "B6", "01_paper", "05_paper", "06_paper", "02_slice", "B2"]
+    assert all(s["status"] == 0 for s in steps)
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in records) == ["B1", "B2", "B3", "B4", "B6"]
+    subprocess.run(["tar", "-xzf", str(out / "runs.tar.gz"), "-C", str(tmp_path)], check=True)
+    for name in ("01_markov_cores", "05_entk_mlp_modular", "06_entk_transformer_modular", "02_grokking_cores"):
+        metrics = json.loads((tmp_path / "runs" / f"{name}.metrics.json").read_text())
+        assert metrics["claims"] and ENVIRONMENT_KEYS <= set(metrics["environment"])
