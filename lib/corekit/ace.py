@@ -107,8 +107,8 @@ def energy_rank(sigma: Tensor, threshold: float = 0.99) -> Tensor:
 
 
 def keep_only(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
-    """Return μ + QQᵀ(h − μ) for h (M, ..., D), q (M, D, r), mean (M, D)."""
-    return h - _remove_part(h, q, mean)
+    """Return μ + QQᵀ(h − μ) for h (M, ..., D), q (M, D, r), mean (M, D): every other direction at its mean."""
+    return h - _centred(h, mean) + _project(h, q, mean)
 
 
 def _project(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
@@ -116,11 +116,6 @@ def _project(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
     q = q.to(h.dtype)
     z = torch.einsum("m...d,mdr->m...r", _centred(h, mean), q)
     return torch.einsum("m...r,mdr->m...d", z, q)
-
-
-def _remove_part(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
-    """Return (I − QQᵀ)(h − μ) (M, ..., D)."""
-    return _centred(h, mean) - _project(h, q, mean)
 
 
 def remove(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
