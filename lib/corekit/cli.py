@@ -476,6 +476,8 @@ def stage_book(root: Path, executed_dir: Path, names: list[str], stage: Path) ->
     shutil.copy2(root / "_toc.yml", stage / "_toc.yml")
     if (root / "book").is_dir():
         shutil.copytree(root / "book", stage / "book")
+    if (root / "lib").is_dir():  # method pages include library code (literalinclude ../lib/corekit/…)
+        shutil.copytree(root / "lib", stage / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in names:
         stage_notebook(executed_dir / f"{name}.ipynb", stage / "notebooks" / f"{name}.ipynb")
     config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
