@@ -136,3 +136,65 @@ def test_shift_operator_eigenvalues_of_a_rotation_code():
     expected = np.exp(2j * np.pi * k / p * np.array([1, -1]))
     assert ace.eigenvalue_error(eigs, expected) < 0.01
     assert ace.frequency_modes(eigs, p) == [k]
+
+
+def test_operator_r2_is_sklearn_r2_in_whitened_coordinates_and_coordinate_free():
+    from sklearn.metrics import r2_score
+    gen = torch.Generator().manual_seed(3)
+    A = torch.tensor([[0.6, -0.3, 0.0], [0.2, 0.5, 0.1], [0.0, 0.1, -0.4]], dtype=torch.float64)
+    z_now = torch.randn(1, 5000, 3, generator=gen, dtype=torch.float64) @ torch.diag(torch.tensor([3.0, 1.0, 0.2], dtype=torch.float64))
+    z_next = z_now @ A.T + 0.5 * torch.randn(1, 5000, 3, generator=gen, dtype=torch.float64)
+    A_fit = ace.fit_transition_operator(z_now, z_next)
+    r2 = float(ace.operator_r2(z_now, z_next, A_fit)[0])
+    y, pred = z_next[0].numpy(), (z_now[0] @ A_fit[0].T).numpy()
+    L = np.linalg.cholesky(np.cov(y.T, bias=True))
+    whiten = lambda v: np.linalg.solve(L, v.T).T                    # noqa: E731
+    assert r2 == pytest.approx(r2_score(whiten(y), whiten(pred)), abs=1e-10)
+    G = torch.randn(3, 3, generator=gen, dtype=torch.float64)     # another basis of the same core
+    A_G = ace.fit_transition_operator(z_now @ G.T, z_next @ G.T)
+    assert float(ace.operator_r2(z_now @ G.T, z_next @ G.T, A_G)[0]) == pytest.approx(r2, abs=1e-10)
+
+
+def _chain_model(T: np.ndarray, n_ctx: int, D: int = 10, seed: int = 0):
+    """A 1-layer transformer whose logits are exactly log T[x_t] (attention and MLP zeroed), with
+    position embeddings that vary in directions the unembedding cannot see."""
+    from corekit.models import BatchedTransformer, TransformerConfig
+    K = len(T)
+    model = BatchedTransformer(TransformerConfig(vocab=K, n_ctx=n_ctx, d_model=D, n_heads=1, d_mlp=4,
+                                                 norm="none"), [seed])
+    gen = torch.Generator().manual_seed(seed)
+    basis = torch.linalg.qr(torch.randn(D, D, generator=gen, dtype=torch.float64))[0]
+    readout, hidden = basis[:, :K], basis[:, K:]                   # (D, K), (D, D − K)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.p("W_E")[0] = (torch.log(torch.as_tensor(T)) @ readout.T).float()
+        model.p("W_pos")[0] = (torch.randn(n_ctx, D - K, generator=gen, dtype=torch.float64) @ hidden.T).float()
+        model.p("W_U")[0] = readout.float()
+    return model
+
+
+@pytest.mark.parametrize("T", [
+    [[0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.8, 0.1], [0.1, 0.05, 0.05, 0.8], [0.5, 0.4, 0.05, 0.05]],
+    [[0.6, 0.2, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.1, 0.6, 0.2], [0.2, 0.1, 0.1, 0.6]],
+    [[0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.1, 0.2, 0.7]],
+], ids=["two-states-share-a-row", "full-rank", "rank-1"])
+def test_ace_of_a_model_that_realises_a_chain_exactly(T):
+    from corekit.tasks import markov
+    T = markov.validate_transition(T)
+    model = _chain_model(T, n_ctx=24)
+    train = markov.sample_sequences(T, 1500, 25, seed=0)
+    test = markov.sample_sequences(T, 1500, 25, seed=1)
+    with torch.no_grad():
+        probs = model(train[:50, :-1])[0].softmax(-1)
+    torch.testing.assert_close(probs, torch.as_tensor(T, dtype=torch.float32)[train[:50, :-1]], atol=1e-5, rtol=0)
+
+    result = ace.next_token_ace(model, train[:, :-1], test[:, :-1], test[:, 1:], energy_threshold=0.999)
+    r = markov.expected_core_rank(T)
+    assert int(result.rank[0]) == r                                 # the energy rank is rank(T − 1πᵀ)
+    assert result.core.sigma[0, r] < 1e-5 * result.core.sigma[0, 0]
+    torch.testing.assert_close(result.keep_acc[:, r], result.base_acc)  # keep-only at that rank loses nothing
+    A = ace.fit_transition_operator(*ace.consecutive_pairs(result.coordinates("train", r)))
+    assert ace.eigenvalue_error(torch.linalg.eigvals(A[0]).numpy(), markov.core_eigenvalues(T, r)) < 0.03
+    r2 = ace.operator_r2(*ace.consecutive_pairs(result.coordinates("test", r)), A)
+    assert float(r2[0]) == pytest.approx(markov.oracle_r2(T), abs=0.015)

@@ -233,3 +233,19 @@ def test_source_hash_covers_the_library_but_not_the_command_line(tmp_path):
     assert cli.source_hash(nb, {}) == before
     (library / "tasks" / "markov.py").write_text("x = 2\n")
     assert cli.source_hash(nb, {}) != before
+
+
+def test_staged_book_resolves_every_literalinclude(tmp_path):
+    import ast
+    import re
+
+    root = cli.find_root()
+    stage = cli.stage_book(root, {}, tmp_path / "stage")
+    includes = [(page, path, obj) for page in (stage / "book").glob("*.md")
+                for path, obj in re.findall(r"```\{literalinclude\} (\S+)\n(?:.*\n)*?:pyobject: (\S+)", page.read_text())]
+    assert includes, "expected the method pages to include library code"
+    for page, path, obj in includes:
+        source = (page.parent / path).resolve()
+        assert source.is_file(), f"{page.name} includes {path}, missing from the staged book"
+        names = {node.name for node in ast.parse(source.read_text()).body if hasattr(node, "name")}
+        assert obj in names, f"{page.name} includes {obj} from {path}, which does not define it"

@@ -7,8 +7,8 @@ span of L_c U[:, :r], and σ² are the eigenvalues of Cov·Obs (the squared sing
 suitably scaled). Every function is batched over a leading model dimension M and works in float64.
 
 Validate: keep-only h ↦ μ + QQᵀ(h − μ), remove h ↦ h − QQᵀ(h − μ), flip h ↦ h − 2QQᵀ(h − μ), all
-about the activation mean μ, and accuracy against rank. Identify: fit a linear operator on core
-coordinates and read its eigenvalues.
+about the training mean μ (the authors' code keeps QQᵀh and removes QQᵀh, without μ), and accuracy
+against rank. Identify: fit a linear operator on core coordinates, read its eigenvalues and its R².
 """
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ def energy_rank(sigma: Tensor, threshold: float = 0.99) -> Tensor:
 
 
 def keep_only(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
-    """Return μ + QQᵀ(h − μ) for h (M, ..., D), q (M, D, r), mean (M, D)."""
-    return h - _remove_part(h, q, mean)
+    """Return μ + QQᵀ(h − μ) for h (M, ..., D), q (M, D, r), mean (M, D): every other direction at its mean."""
+    return h - _centred(h, mean) + _project(h, q, mean)
 
 
 def _project(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
@@ -116,11 +116,6 @@ def _project(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
     q = q.to(h.dtype)
     z = torch.einsum("m...d,mdr->m...r", _centred(h, mean), q)
     return torch.einsum("m...r,mdr->m...d", z, q)
-
-
-def _remove_part(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
-    """Return (I − QQᵀ)(h − μ) (M, ..., D)."""
-    return _centred(h, mean) - _project(h, q, mean)
 
 
 def remove(h: Tensor, q: Tensor, mean: Tensor) -> Tensor:
@@ -166,6 +161,25 @@ def fit_transition_operator(z_now: Tensor, z_next: Tensor) -> Tensor:
     """Return A (M, r, r) minimising ‖z_next − z_now Aᵀ‖ for centred coordinates z (M, N, r)."""
     sol = torch.linalg.lstsq(z_now.double(), z_next.double()).solution   # z_now X ≈ z_next, X = Aᵀ
     return sol.transpose(1, 2)
+
+
+def consecutive_pairs(z: Tensor) -> tuple[Tensor, Tensor]:
+    """Return (z_t, z_{t+1}), each (M, N·(T−1), r), from core coordinates of sequences z (M, N, T, r)."""
+    return z[:, :, :-1].flatten(1, 2), z[:, :, 1:].flatten(1, 2)
+
+
+def operator_r2(z_now: Tensor, z_next: Tensor, A: Tensor) -> Tensor:
+    """Return R² (M,) of z_next ≈ z_now Aᵀ (z: (M, N, r), A: (M, r, r)) in the whitened coordinates of z_next.
+
+    R² = 1 − tr(Σ⁻¹ E[eeᵀ]) / r with Σ the covariance of z_next and e the residual: the mean of the
+    per-coordinate R² after whitening, so any invertible change of core coordinates leaves it unchanged.
+    """
+    z_now, z_next, A = z_now.double(), z_next.double(), A.double()
+    resid = z_next - z_now @ A.transpose(1, 2)
+    err = resid.transpose(1, 2) @ resid / z_next.shape[1]
+    zc = z_next - z_next.mean(1, keepdim=True)
+    cov = zc.transpose(1, 2) @ zc / z_next.shape[1]
+    return 1 - torch.linalg.solve(cov, err).diagonal(dim1=1, dim2=2).sum(-1) / z_next.shape[-1]
 
 
 def fit_shift_operator(class_means: Tensor) -> Tensor:
@@ -239,3 +253,53 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
             "necessary": necessary_rank(rem, 2 / p, ranks).tolist(), "eigs": eigs,
             "circle": [unit_circle_fraction(e, p) for e in eigs],
             "modes": [len(frequency_modes(e, p)) for e in eigs]}
+
+
+@dataclass
+class NextTokenACE:
+    """ACE of M next-token models at the residual stream the unembedding reads (see :func:`next_token_ace`).
+
+    ``core`` and ``rank`` (M,) come from the training inputs; ``h_train`` (M, N, T, D) and ``h_test``
+    (M, N', T, D) are the activations; ``keep_acc`` and ``remove_acc`` (M, R) are the held-out
+    accuracies of the ablations at each of ``ranks``, ``base_acc`` (M,) the intact models'.
+    """
+
+    core: Core
+    rank: Tensor
+    h_train: Tensor
+    h_test: Tensor
+    ranks: list[int]
+    base_acc: Tensor
+    keep_acc: Tensor
+    remove_acc: Tensor
+
+    def coordinates(self, split: str, rank: int) -> Tensor:
+        """Return the top-``rank`` core coordinates (M, N, T, r) of the "train" or "test" activations."""
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        return self.core.coordinates(self.h_train if split == "train" else self.h_test, rank)
+
+
+def next_token_ace(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, energy_threshold: float = 0.999,
+                   ranks: list[int] | None = None) -> NextTokenACE:
+    """Return ACE of every model of a :class:`~corekit.models.BatchedTransformer` predicting the next token.
+
+    Extracts on ``train_x`` (N, T) with the centred logits as task outputs, chooses the energy rank and
+    runs keep-only / remove at each of ``ranks`` (default 0 … K) on ``test_x`` with targets ``test_y`` (N', T).
+    """
+    with torch.no_grad():
+        h_train, h_test = model.residual(train_x), model.residual(test_x)           # (M, N, T, D)
+    flat = h_train.flatten(1, 2)
+    core = extract(flat, observability(centred_logits(model.unembed), flat))
+    y = test_y.flatten()
+
+    def accuracy(h: Tensor) -> Tensor:
+        return (model.unembed(h.float()).argmax(-1) == y).float().mean(-1)
+
+    ranks = list(range(model.config.out_vocab + 1)) if ranks is None else ranks
+    with torch.no_grad():
+        h = h_test.flatten(1, 2)
+        keep, rem = ablation_curves(core, h, accuracy, ranks)
+        base = accuracy(h)
+    return NextTokenACE(core=core, rank=energy_rank(core.sigma, energy_threshold), h_train=h_train,
+                        h_test=h_test, ranks=ranks, base_acc=base, keep_acc=keep, remove_acc=rem)

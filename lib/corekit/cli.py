@@ -463,6 +463,8 @@ def stage_book(root: Path, notebooks: dict[str, Path], stage: Path) -> Path:
     shutil.copy2(root / "_toc.yml", stage / "_toc.yml")
     if (root / "book").is_dir():
         shutil.copytree(root / "book", stage / "book")
+    if (root / "lib").is_dir():  # method pages include library code (literalinclude ../lib/corekit/…)
+        shutil.copytree(root / "lib", stage / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name, executed in notebooks.items():
         stage_notebook(executed, stage / "notebooks" / f"{name}.ipynb")
     config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))

@@ -59,10 +59,38 @@ def stationary_guess_accuracy(T: np.ndarray) -> float:
     return float(stationary_distribution(T).max())
 
 
+def centred_transition(T: np.ndarray) -> np.ndarray:
+    """Return T − 1πᵀ (K, K): row x is the Bayes prediction after state x minus the stationary guess."""
+    return T - stationary_distribution(T)[None, :]
+
+
 def expected_core_rank(T: np.ndarray, tol: float = 1e-8) -> int:
-    """Return rank(T − 1πᵀ): the dimension of the state information a next-state predictor needs."""
-    K = T.shape[0]
-    return int(np.linalg.matrix_rank(T - np.ones((K, 1)) @ stationary_distribution(T)[None, :], tol=tol))
+    """Return rank(T − 1πᵀ) (≤ K − 1): the dimension of the state information a next-state predictor needs.
+
+    States with the same row of T need not be told apart, so shared rows lower the rank below K − 1.
+    """
+    return int(np.linalg.matrix_rank(centred_transition(T), tol=tol))
+
+
+def oracle_r2(T: np.ndarray, tol: float = 1e-10) -> float:
+    """Return R²_oracle: the R² of the Bayes predictor of the next centred prediction, in whitened coordinates.
+
+    With q_t = (T − 1πᵀ)ᵀ e_{x_t} (the centred prediction after state x_t; any invertible linear code
+    of it gives the same value) and x_t ~ π, E[q_{t+1} | x_t] = A q_t is linear in q_t, and
+    R² = 1 − tr(Σ⁻¹ E[(q_{t+1} − A q_t)(q_{t+1} − A q_t)ᵀ]) / r, the mean squared canonical correlation
+    of q_t and q_{t+1} over the r = rank(T − 1πᵀ) dimensions: no model of the chain's dynamics on
+    such a core does better in expectation. NaN when r = 0 (the next state ignores the current one).
+    """
+    pi = stationary_distribution(T)
+    B = centred_transition(T)
+    cov = B.T @ (pi[:, None] * B)                                   # Σ = E[q qᵀ]
+    cross = B.T @ (pi[:, None] * (T @ B))                           # E[q_t q_{t+1}ᵀ]
+    w, V = np.linalg.eigh(cov)
+    keep = w > tol * max(w.max(), tol)
+    if not keep.any():
+        return float("nan")
+    W = V[:, keep] / np.sqrt(w[keep])                               # whitening on the support of Σ
+    return float(np.sum((W.T @ cross @ W) ** 2) / keep.sum())
 
 
 def nontrivial_eigenvalues(T: np.ndarray) -> np.ndarray:
@@ -76,6 +104,12 @@ def core_eigenvalues(T: np.ndarray, rank: int) -> np.ndarray:
     operator can show)."""
     eig = nontrivial_eigenvalues(T)
     return eig[np.argsort(-np.abs(eig), kind="stable")[:rank]]
+
+
+def shuffle_targets(y: Tensor, seed: int) -> Tensor:
+    """Return the targets y (N, T) permuted across all sequences and positions: marginal kept, dependence on x destroyed."""
+    gen = torch.Generator().manual_seed(seed)
+    return y.flatten()[torch.randperm(y.numel(), generator=gen)].view(y.shape)
 
 
 def sample_sequences(T: np.ndarray, n: int, length: int, seed: int) -> Tensor:
