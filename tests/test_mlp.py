@@ -7,7 +7,7 @@ import torch
 
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import modular_addition
-from corekit.curves import first_step_reaching, grid_spacing, moving_average, rise_window, snapshot_schedule, steepest_rise
+from corekit.curves import first_step_reaching, grid_spacing, moving_average, snapshot_schedule, steepest_rise
 from corekit.train import train_mse
 
 
@@ -60,16 +60,6 @@ def test_curve_helpers():
     np.testing.assert_allclose(moving_average([0, 3, 6, 9], 3), [1, 3, 6, 8])
     with pytest.raises(ValueError, match="window must be a positive odd integer"):
         moving_average([1, 2], 2)
-
-
-def test_rise_window_of_a_linear_ramp_and_of_a_flat_curve():
-    steps = np.arange(0, 301, 10)
-    curve = np.clip((steps - 100) / 100, 0, 1) * 0.9 + 0.05               # 0.05 until 100, 0.95 from 200
-    assert rise_window(steps, curve) == (110.0, 190.0)
-    assert rise_window(steps, curve, 0.5, 1.0) == (150.0, 200.0)
-    assert rise_window(steps, np.full(len(steps), 0.3)) == (0.0, 300.0)
-    with pytest.raises(ValueError, match="low and high must satisfy"):
-        rise_window(steps, curve, 0.9, 0.1)
 
 
 def test_snapshot_schedule_is_log_spaced_plus_dense_on_the_candidates():

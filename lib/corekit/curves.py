@@ -37,25 +37,6 @@ def moving_average(curve: Sequence[float], window: int = 1):
     return np.convolve(np.pad(curve, window // 2, mode="edge"), np.ones(window) / window, mode="valid")
 
 
-def rise_window(steps: Sequence[float], curve: Sequence[float], low: float = 0.1, high: float = 0.9,
-                window: int = 1) -> tuple[float, float]:
-    """Return the first steps (from ``steps`` (S,)) at which ``curve`` (S,) has made ``low`` and ``high`` of its rise.
-
-    The rise runs from the curve's first value to its maximum, after a centred moving average over
-    ``window`` points; a curve that never rises above its first value gives its whole span.
-    """
-    steps, smooth = np.asarray(steps, dtype=float), moving_average(curve, window)
-    if steps.ndim != 1 or steps.shape != smooth.shape or len(steps) < 2:
-        raise ValueError(f"steps and curve must be (S,) with S >= 2, got {steps.shape} and {smooth.shape}")
-    if not 0.0 <= low < high <= 1.0:
-        raise ValueError(f"low and high must satisfy 0 <= low < high <= 1, got {low!r}, {high!r}")
-    rise = smooth.max() - smooth[0]
-    if rise <= 0:
-        return float(steps[0]), float(steps[-1])
-    made = (smooth - smooth[0]) / rise
-    return float(steps[np.argmax(made >= low)]), float(steps[np.argmax(made >= high)])
-
-
 def snapshot_schedule(candidates: Sequence[int], n_log: int, dense: tuple[float, float], n_dense: int) -> list[int]:
     """Return sorted distinct steps from ``candidates``: the first and last, ``n_log`` log-spaced, ``n_dense`` evenly spaced in ``dense``.
 
