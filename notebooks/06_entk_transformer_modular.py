@@ -308,7 +308,9 @@ plt.show()
 # Targets from the paper ({cite}`lin2025entk`) and the issue, one row per seed; a failing row is
 # shown as failing, with its measured value. The "paper" column holds values printed in the paper
 # (for its seed 2). The key frequencies come from each model's own initialisation, so ours are
-# reported, and tested for sparsity against the initial embedding.
+# reported, and tested for sparsity against the initial embedding: the null is the share of the
+# same number of strongest frequencies in the untrained embedding, and the keys must take at least
+# half of the headroom above it (a fixed ratio to the null, such as 3×, could not be met by five or more keys).
 
 # %%
 PAPER = {"unembed_sum": round(3.965 / 4, 4), "unembed_input": round(3.940 / 4, 4)}
@@ -319,10 +321,11 @@ for i, seed in enumerate(seeds):
     tag = f"_seed{seed}"
     claims.add("key_frequencies" + tag, keys[i], paper=[1, 12] if p == 29 and seed == 2 else None,
                target="reported: found from the embedding; seed-dependent")
+    excess = (key_share[i] - null_share[i]) / (1 - null_share[i])        # share of the null's headroom
     claims.add("key_frequency_sparsity" + tag, round(key_share[i], 4), paper="sparse",
-               target=f"share of Fourier power at the keys ≥ 0.8 and ≥ 3× the null (initial embedding: "
-                      f"{null_share[i]:.3f})",
-               passed=key_share[i] >= 0.8 and key_share[i] >= 3 * null_share[i])
+               target=f"share of Fourier power at the keys ≥ 0.8 and (share − null)/(1 − null) ≥ 0.5; null = "
+                      f"{null_share[i]:.3f} (initial embedding), excess {excess:.3f}",
+               passed=key_share[i] >= 0.8 and excess >= 0.5)
     for name, (block, value) in scores[i].items():
         start, top = best[i][name]
         claims.add(f"{name}_alignment" + tag, round(value, 4), paper=PAPER.get(name, "aligned") if seed == 2 else None,
