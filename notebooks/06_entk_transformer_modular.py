@@ -269,6 +269,7 @@ dynamics = []
 for i, seed in enumerate(seeds):
     t_grok, _ = steepest_rise(epoch_axis, test_acc[:, i], window=smooth_window)
     t_95 = first_step_reaching(epoch_axis, test_acc[:, i], 0.95)
+    reach = "never" if t_95 is None else f"epoch {t_95:.0f}"
     snap_epochs = snapshot_schedule(candidates, n_log_snapshots, (0.5 * t_grok, 1.5 * t_grok), n_dense_snapshots)
     curves = {name: [] for name in SCORED}
     for epoch in snap_epochs:
@@ -277,10 +278,10 @@ for i, seed in enumerate(seeds):
             curves[name].append(value)
     curves = {name: np.asarray(v) for name, v in curves.items()}
     t_peak, _ = steepest_rise(snap_epochs, curves["unembed_sum"])
-    dynamics.append(dict(epochs=np.asarray(snap_epochs), curves=curves, t_grok=t_grok, t_95=t_95, t_peak=t_peak,
+    dynamics.append(dict(epochs=np.asarray(snap_epochs), curves=curves, t_grok=t_grok, reach=reach, t_peak=t_peak,
                          spacing=grid_spacing(snap_epochs, t_peak)))
     print(f"seed {seed}: {len(snap_epochs)} snapshots; test accuracy rises fastest at epoch {t_grok:.0f} "
-          f"(first ≥ 0.95 at epoch {t_95}); unembedding sum alignment rises fastest at epoch {t_peak:.0f} "
+          f"(first ≥ 0.95: {reach}); unembedding sum alignment rises fastest at epoch {t_peak:.0f} "
           f"(snapshot spacing there {dynamics[-1]['spacing']:.0f})")
 
 # %% tags=["hide-input"]
@@ -335,11 +336,12 @@ for i, seed in enumerate(seeds):
     tol = max(d["spacing"], 0.2 * d["t_grok"])
     claims.add("alignment_peak_near_grok" + tag, {"t_peak": d["t_peak"], "t_grok": d["t_grok"]}, paper="near grokking",
                target=f"|t_peak − t_grok| ≤ max(snapshot spacing, 0.2 t_grok) = {tol:.0f} epochs (test accuracy "
-                      f"first ≥ 0.95 at epoch {d['t_95']})",
+                      f"first ≥ 0.95: {d['reach']})",
                passed=abs(d["t_peak"] - d["t_grok"]) <= tol)
     start, final = d["curves"]["unembed_sum"][0], d["curves"]["unembed_sum"][-1]
     claims.add("alignment_at_init" + tag, round(float(start), 4), paper="weak at initialisation",
-               target=f"unembedding sum alignment at epoch 0 ≤ 0.3 × final ({final:.3f})", passed=start <= 0.3 * final)
+               target=f"unembedding sum alignment at epoch 0 ≤ 0.3 × final ({final:.3f})",
+               passed=start <= 0.3 * final)
     claims.add("final_test_accuracy" + tag, round(float(test_acc[-1, i]), 4), paper=1.0, target="reported")
 claims.write()
 claims.table()

@@ -38,7 +38,7 @@ def moving_average(curve: Sequence[float], window: int = 1):
 
 
 def snapshot_schedule(candidates: Sequence[int], n_log: int, dense: tuple[float, float], n_dense: int) -> list[int]:
-    """Return sorted distinct steps from ``candidates``: the first and last, ``n_log`` log-spaced, ``n_dense`` evenly spaced in ``dense``.
+    """Return sorted distinct steps from ``candidates``: first, last, ``n_log`` log-spaced, ``n_dense`` even in ``dense``.
 
     Each target step is replaced by the nearest candidate (e.g. the steps at which a run saved its
     parameters), so the log-spaced part covers the whole run and the dense part resolves a

@@ -181,7 +181,7 @@ def alignment_profile(V: Tensor, F: Tensor, centre_features: bool = True) -> Ten
 
 
 def constant_modes(V: Tensor, threshold: float = 0.5) -> list[int]:
-    """Return the indices of the columns of V (N, k) whose squared overlap with the unit constant vector is ≥ ``threshold``."""
+    """Return the indices of the columns of V (N, k) whose squared overlap with the unit constant (1/√N, …) is ≥ ``threshold``."""
     if V.dim() != 2:
         raise ValueError(f"V must be (N, k), got shape {tuple(V.shape)}")
     if not 0.0 < threshold <= 1.0:
@@ -192,7 +192,7 @@ def constant_modes(V: Tensor, threshold: float = 0.5) -> list[int]:
 
 
 def leading_blocks(V: Tensor, sizes: Sequence[int], skip: Sequence[int] = ()) -> list[list[int]]:
-    """Return consecutive blocks of column indices of V (N, k), of the given ``sizes``, from column 0 on, passing over ``skip``.
+    """Return consecutive blocks of column indices of V (N, k) of the given ``sizes``, from 0 on, passing over ``skip``.
 
     With ``skip`` the constant modes (:func:`constant_modes`), the blocks are a kernel's leading
     eigenvectors that can carry centred features: e.g. sizes (2K, 2K) give the paper's unembedding
