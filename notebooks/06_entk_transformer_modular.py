@@ -36,8 +36,8 @@
 # $\mathcal N(0, 1/d_\text{model})$, the unembedding $\mathcal N(0, 1/d_\text{vocab})$). The paper
 # shows seed 2; we train seeds 2 and 3 together (one batched program) and test every claim on each.
 # Our seed 2 is not the paper's model: the same seed number draws other weights and another split in
-# this library. Training both seeds for 4000 epochs takes about three minutes on one idle CPU core
-# (about 8 ms per optimizer step of the two models together), so the quick defaults are the paper's
+# this library. Training both seeds for 4000 epochs takes about three minutes of one CPU core (about
+# 6 ms per optimizer step of the two models together), so the quick defaults are the paper's
 # settings; the paper profile only computes kernels on more snapshots.
 
 # %% tags=["parameters"]
