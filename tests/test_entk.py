@@ -275,3 +275,21 @@ def test_group_eigenpairs_sum_the_groups_kernels():
     ref = torch.linalg.eigvalsh(per_param["0.W_in"] + per_param["0.W_out"]).flip(0)[:3]
     torch.testing.assert_close(eig["mlp"].values, ref)
     assert eig["unembed"].vectors.shape == (6, 3)
+
+
+def test_nanda_initialisation_rescales_the_same_draws():
+    """init="nanda" (the eNTK paper's transformer, after Nanda et al. 2023): σ = 1/√d_model, W_U σ = 1/√vocab."""
+    kw = dict(vocab=30, n_ctx=3, d_model=64, n_heads=4, d_mlp=256, norm="none", bias=False, n_out=29)
+    ref = BatchedTransformer(TransformerConfig(**kw), seeds=[2, 3])
+    ours = BatchedTransformer(TransformerConfig(**kw, init="nanda"), seeds=[2, 3])
+    fan_in_scale = {"W_E": 1.0, "W_pos": 1.0, "0.W_Q": 64, "0.W_K": 64, "0.W_V": 64, "0.W_O": 64, "0.W_in": 64,
+                    "0.W_out": 256, "W_U": 64}                               # what the default divides by (squared)
+    for name, fan_in in fan_in_scale.items():
+        target = 30 if name == "W_U" else 64
+        expected = ref.p(name) * math.sqrt(fan_in) / math.sqrt(target)        # same N(0, 1) draws, other scale
+        torch.testing.assert_close(ours.p(name), expected, rtol=1e-6, atol=0)
+    W_E = ours.p("W_E").detach()
+    assert float(W_E.std()) == pytest.approx(1 / 8, rel=0.05)
+    assert float(ref.p("W_E").detach().norm() / W_E.norm()) == pytest.approx(8.0, rel=1e-6)   # 8× the authors' norm
+    with pytest.raises(ValueError, match="init must be one of"):
+        TransformerConfig(vocab=6, n_ctx=3, init="xavier")

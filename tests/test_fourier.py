@@ -1,6 +1,7 @@
 """Fourier features over Z_p, key-frequency detection and subspace alignment."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -113,3 +114,39 @@ def test_alignment_profile_and_best_block():
     assert start == 5 and score == pytest.approx(1.0)
     with pytest.raises(ValueError, match="size must be an integer in 1..8"):
         fourier.best_block_alignment(V, F_sum, 9)
+
+
+def test_top_frequency_share_matches_a_numpy_fft_and_is_flat_at_random():
+    gen = torch.Generator().manual_seed(5)
+    p, d = 13, 6
+    a = torch.arange(p, dtype=torch.float64)[:, None]
+    W = (torch.cos(2 * math.pi * 3 * a / p) * torch.randn(1, d, generator=gen, dtype=torch.float64)
+         + 0.5 * torch.sin(2 * math.pi * 5 * a / p) * torch.randn(1, d, generator=gen, dtype=torch.float64)
+         + 0.05 * torch.randn(p, d, generator=gen, dtype=torch.float64) + 2.0)        # + a constant (k = 0)
+    power = (np.abs(np.fft.fft(W.numpy(), axis=0)) ** 2).sum(1)[1:p // 2 + 1]   # k = 1 … ⌊p/2⌋
+    expected = np.sort(power)[::-1]
+    for n in (1, 2, 6):
+        assert fourier.top_frequency_share(W, n) == pytest.approx(expected[:n].sum() / power.sum(), rel=1e-10)
+    assert fourier.top_frequency_share(W, 2) > 0.95
+    flat = [fourier.top_frequency_share(torch.randn(29, 64, generator=gen, dtype=torch.float64), 2) for _ in range(20)]
+    assert 2 / 14 < np.mean(flat) < 0.25                                     # top 2 of 14 flat-spectrum pairs
+    with pytest.raises(ValueError, match="n must be an integer in 1..6"):
+        fourier.top_frequency_share(W, 7)
+
+
+def test_constant_modes_and_leading_blocks():
+    p = 7
+    N = p * p
+    const = torch.ones(N, 1, dtype=torch.float64) / math.sqrt(N)
+    F_a = fourier.orthonormal_basis(fourier.fourier_basis(p, "a", [1]))            # (N, 2), orthogonal to const
+    V = torch.cat([F_a[:, :1], const, 0.8 * const + 0.6 * F_a[:, 1:], 0.6 * const + 0.8 * F_a[:, 1:]], dim=1)
+    assert fourier.constant_modes(V) == [1, 2]                            # overlaps 0, 1, 0.64, 0.36
+    assert fourier.constant_modes(V, threshold=0.3) == [1, 2, 3]
+    W = torch.zeros(N, 10, dtype=torch.float64)
+    assert fourier.leading_blocks(W, [4, 4], skip=[0]) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert fourier.leading_blocks(W, [4, 4], skip=[2]) == [[0, 1, 3, 4], [5, 6, 7, 8]]
+    assert fourier.leading_blocks(W, [3]) == [[0, 1, 2]]
+    with pytest.raises(ValueError, match="sizes must be positive and sum to at most 9"):
+        fourier.leading_blocks(W, [5, 5], skip=[0])
+    with pytest.raises(ValueError, match="threshold must be in"):
+        fourier.constant_modes(V, threshold=0.0)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from corekit.curves import first_step_reaching, grokking_step, moving_average, steepest_rise
+from corekit.curves import (first_step_reaching, grid_spacing, grokking_step, moving_average, snapshot_schedule,
+                            steepest_rise)
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import modular_addition
 from corekit.train import train_mse
@@ -71,3 +72,20 @@ def test_grokking_step_is_the_first_step_at_the_threshold_and_differs_from_the_s
     assert steepest_rise(steps, accuracy)[0] != grokking_step(steps, accuracy)
     ensemble = np.array([accuracy, [0.01, 0.5, 0.9, 0.99, 0.995, 1.0]])  # an ensemble groks with its slowest model
     assert grokking_step(steps, ensemble.min(0)) == 400
+
+
+def test_snapshot_schedule_is_log_spaced_plus_dense_on_the_candidates():
+    candidates = list(range(0, 1001, 10))
+    got = snapshot_schedule(candidates, n_log=5, dense=(400, 600), n_dense=11)
+    # geomspace(10, 1000, 5) = 10, 31.6, 100, 316.2, 1000 → nearest candidates 10, 30, 100, 320, 1000
+    assert got == sorted({0, 1000, 10, 30, 100, 320, *range(400, 601, 20)})
+    assert snapshot_schedule([0, 5, 7], n_log=0, dense=(6, 6), n_dense=1) == [0, 5, 7]
+    with pytest.raises(ValueError, match="dense must be a range"):
+        snapshot_schedule(candidates, 3, (600, 400), 3)
+
+
+def test_grid_spacing_is_the_larger_neighbouring_gap():
+    steps = [0, 10, 20, 40, 80]
+    assert grid_spacing(steps, 38) == 40                                    # nearest 40: gaps 20 and 40
+    assert grid_spacing(steps, 0) == 10
+    assert grid_spacing(steps, 100) == 40

@@ -54,3 +54,35 @@ def moving_average(curve: Sequence[float], window: int = 1):
     if window == 1:
         return curve
     return np.convolve(np.pad(curve, window // 2, mode="edge"), np.ones(window) / window, mode="valid")
+
+
+def snapshot_schedule(candidates: Sequence[int], n_log: int, dense: tuple[float, float], n_dense: int) -> list[int]:
+    """Return sorted distinct steps from ``candidates``: first, last, ``n_log`` log-spaced, ``n_dense`` even in ``dense``.
+
+    Each target step is replaced by the nearest candidate (e.g. the steps at which a run saved its
+    parameters), so the log-spaced part covers the whole run and the dense part resolves a
+    transition found from the same run's curves.
+    """
+    cand = np.unique(np.asarray(candidates, dtype=np.int64))
+    if cand.size < 2:
+        raise ValueError(f"candidates must hold at least 2 distinct steps, got {cand.tolist()}")
+    if n_log < 0 or n_dense < 0:
+        raise ValueError(f"n_log and n_dense must be >= 0, got {n_log!r}, {n_dense!r}")
+    lo, hi = float(dense[0]), float(dense[1])
+    if lo > hi:
+        raise ValueError(f"dense must be a range (start, end) with start <= end, got {dense!r}")
+    first_positive = cand[cand > 0][0] if (cand > 0).any() else 1
+    targets = np.concatenate([cand[[0, -1]], np.geomspace(first_positive, max(cand[-1], first_positive), n_log),
+                              np.linspace(lo, hi, n_dense)])
+    nearest = np.abs(cand[None, :] - targets[:, None]).argmin(1)
+    return sorted(int(s) for s in np.unique(cand[nearest]))
+
+
+def grid_spacing(steps: Sequence[float], at: float) -> float:
+    """Return the larger of the two gaps of the sorted grid ``steps`` (S,) beside the grid point nearest to ``at``."""
+    steps = np.sort(np.asarray(steps, dtype=float))
+    if steps.ndim != 1 or len(steps) < 2:
+        raise ValueError(f"steps must be (S,) with S >= 2, got shape {steps.shape}")
+    i = int(np.abs(steps - at).argmin())
+    gaps = [steps[j + 1] - steps[j] for j in (i - 1, i) if 0 <= j < len(steps) - 1]
+    return float(max(gaps))

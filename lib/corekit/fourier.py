@@ -119,6 +119,18 @@ def key_frequencies(W: Tensor, max_keys: int | None = None) -> list[int]:
     return sorted(int(k) + 1 for k in order[:cut])
 
 
+def top_frequency_share(W: Tensor, n: int) -> float:
+    """Return the fraction of W's (p, d) non-constant Fourier power held by its ``n`` strongest frequencies k ≥ 1.
+
+    With ``n`` the number of key frequencies of a trained W, the same number on an untrained W is
+    the null for the key frequencies' share (a flat spectrum holds about n/⌊p/2⌋).
+    """
+    power = fourier_power(W)[1:]
+    if not isinstance(n, int) or not 1 <= n <= len(power):
+        raise ValueError(f"n must be an integer in 1..{len(power)} (the non-zero frequencies of Z_p), got {n!r}")
+    return float(power.sort(descending=True).values[:n].sum() / power.sum())
+
+
 def key_frequency_fraction(W: Tensor, freqs: Sequence[int]) -> float:
     """Return the fraction of W's (p, d) non-constant Fourier power that lies at the frequencies ``freqs``."""
     power = fourier_power(W)[1:]
@@ -166,6 +178,34 @@ def alignment_profile(V: Tensor, F: Tensor, centre_features: bool = True) -> Ten
     V = V.double()
     V = V / V.norm(dim=0, keepdim=True).clamp_min(1e-300)
     return (Fo.T @ V).pow(2).sum(0)
+
+
+def constant_modes(V: Tensor, threshold: float = 0.5) -> list[int]:
+    """Return the indices of the columns of V (N, k) whose squared overlap with the unit constant (1/√N, …) is ≥ ``threshold``."""
+    if V.dim() != 2:
+        raise ValueError(f"V must be (N, k), got shape {tuple(V.shape)}")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    profile = alignment_profile(V, torch.ones(V.shape[0], 1, dtype=torch.float64, device=V.device),
+                                centre_features=False)
+    return [int(i) for i in torch.nonzero(profile >= threshold).flatten()]
+
+
+def leading_blocks(V: Tensor, sizes: Sequence[int], skip: Sequence[int] = ()) -> list[list[int]]:
+    """Return consecutive blocks of column indices of V (N, k) of the given ``sizes``, from 0 on, passing over ``skip``.
+
+    With ``skip`` the constant modes (:func:`constant_modes`), the blocks are a kernel's leading
+    eigenvectors that can carry centred features: e.g. sizes (2K, 2K) give the paper's unembedding
+    blocks 0…2K and 2K+1…4K when the constant mode is eigenvector 0.
+    """
+    skipped = set(int(i) for i in skip)
+    free = [i for i in range(V.shape[-1]) if i not in skipped]
+    sizes = [int(s) for s in sizes]
+    if not sizes or any(s < 1 for s in sizes) or sum(sizes) > len(free):
+        raise ValueError(f"sizes must be positive and sum to at most {len(free)} (columns of V not skipped), "
+                         f"got {sizes}")
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [free[s:s + n] for s, n in zip(starts, sizes)]
 
 
 def best_block_alignment(V: Tensor, F: Tensor, size: int, centre_features: bool = True) -> tuple[int, float]:

@@ -16,11 +16,18 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _NORMS = ("post", "pre", "none")
+_INITS = ("fan_in", "nanda")
 
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """Architecture of one model; ``norm`` is "post" (the Markov paper), "pre" or "none"."""
+    """Architecture of one model; ``norm`` is "post" (the Markov paper), "pre" or "none".
+
+    ``init`` sets the scales of the N(0, σ²) initial weights: "fan_in" gives embeddings σ = 1 and every
+    other matrix σ = 1/√fan_in; "nanda" is the modular-addition code of Nanda et al. (2023), which
+    the eNTK paper's transformer follows: σ = 1/√d_model for every matrix but the unembedding,
+    σ = 1/√vocab there.
+    """
 
     vocab: int
     n_ctx: int
@@ -32,6 +39,7 @@ class TransformerConfig:
     dropout: float = 0.0
     bias: bool = True
     n_out: int | None = None  # output vocabulary; defaults to ``vocab``
+    init: str = "fan_in"
 
     def __post_init__(self):
         for name in ("vocab", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
@@ -44,6 +52,8 @@ class TransformerConfig:
             raise ValueError(f"norm must be one of {_NORMS}, got {self.norm!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.init not in _INITS:
+            raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
 
     @property
     def d_head(self) -> int:
@@ -110,15 +120,17 @@ class BatchedTransformer(nn.Module):
         for m, seed in enumerate(seeds):
             gen = torch.Generator().manual_seed(seed)
             for name, (shape, kind) in shapes.items():
-                self.params[name.replace(".", "_")].data[m] = self._init(shape, kind, gen)
+                self.params[name.replace(".", "_")].data[m] = self._init(name, shape, kind, gen)
 
-    @staticmethod
-    def _init(shape: tuple[int, ...], kind: str, gen: torch.Generator) -> Tensor:
-        """Return one model's initial value of a parameter of ``shape``."""
+    def _init(self, name: str, shape: tuple[int, ...], kind: str, gen: torch.Generator) -> Tensor:
+        """Return one model's initial value of the parameter ``name`` of ``shape`` (scales: ``config.init``)."""
         if kind == "zero":
             return torch.zeros(shape)
         if kind == "one":
             return torch.ones(shape)
+        c = self.config
+        if c.init == "nanda":
+            return torch.randn(shape, generator=gen) / math.sqrt(c.vocab if name == "W_U" else c.d_model)
         if kind == "embed":
             return torch.randn(shape, generator=gen)
         fan_in = shape[-2] * (shape[0] if kind == "fan_in_heads" else 1)
