@@ -28,7 +28,7 @@ FRESH, STALE = "00_tiny", "01_tiny"
 ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",
                     "models"}
 BUILD_TIMEOUT_S = 600
-DRY_RUN_TIMEOUT_S = 600
+DRY_RUN_TIMEOUT_S = 1500
 
 
 def tiny_source(name: str) -> str:
@@ -250,15 +250,30 @@ def test_declared_claims_reads_literal_and_formatted_ids(tmp_path):
 # The GPU script, dry run on the CPU
 
 
+GPU_STEPS = ["B1", "B3", "B4", "B6", "01_paper", "05_paper", "06_paper", "02_slice", "B2"]
+
+
+def gpu_check(*args: str, timeout: float = DRY_RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Return the finished ``scripts/gpu-check.sh ARGS`` run with this Python."""
+    return subprocess.run(["bash", str(REPO / "scripts" / "gpu-check.sh"), *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHON": sys.executable})
+
+
+def test_gpu_check_skips_what_the_budget_does_not_cover(tmp_path):
+    done = gpu_check("--dry-run", "--budget", "0", "--out", str(tmp_path))
+    assert done.returncode == 1
+    steps = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == GPU_STEPS and all(s["skipped"] for s in steps)
+    assert f"{len(GPU_STEPS)} failed" in (tmp_path / "gpu-check.log").read_text()
+
+
 @pytest.mark.notebook
 def test_gpu_check_dry_run(tmp_path):
     out = tmp_path / "gpu"
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu-check.sh"), "--dry-run", "--out", str(out)],
-                          capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S,
-                          env={**os.environ, "PYTHON": sys.executable})
+    done = gpu_check("--dry-run", "--out", str(out))
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == ["B1", "B3", "B4", "B6", "01_paper", "05_paper", "06_paper", "02_slice", "B2"]
+    assert [s["step"] for s in steps] == GPU_STEPS
     assert all(s["status"] == 0 for s in steps)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in records) == ["B1", "B2", "B3", "B4", "B6"]

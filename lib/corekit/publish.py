@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ RESULTS_PAGE = "book/results"
 SIZE_WARNING_BYTES = 3 * 2**20
 #: Longest rendering of a value in the results table, in characters.
 VALUE_WIDTH = 60
+#: Characters that markdown or MyST would read as markup inside a table cell (escaped with a backslash).
+MARKUP = re.compile(r"[\\`*_{}\[\]<>|$~]")
 VERDICTS = {True: '<span class="corekit-pass">pass</span>', False: '<span class="corekit-fail">FAIL</span>',
             None: '<span class="corekit-reported">reported</span>'}
 
@@ -207,12 +210,12 @@ def inject_record(staged: Path, markdown: str) -> None:
 
 
 def cell(value: object) -> str:
-    """Return ``value`` rendered for a markdown table cell (short, pipes escaped)."""
+    """Return ``value`` rendered as literal text for a markdown table cell (shortened, markup escaped)."""
     text = value if isinstance(value, str) else format_value(value)
     text = " ".join(str(text).split())
     if len(text) > VALUE_WIDTH:
         text = text[: VALUE_WIDTH - 1] + "…"
-    return text.replace("|", "\\|")
+    return MARKUP.sub(r"\\\g<0>", text)
 
 
 def claims_table(shown: dict, label: str, quick: dict | None) -> list[str]:
