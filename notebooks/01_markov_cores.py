@@ -32,20 +32,20 @@
 # row-stochastic `transition`, any list of `seeds`).
 
 # %% tags=["parameters"]
-transition = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]
-seeds = [0, 100, 200]
-seq_len = 32
-n_train = 2000
-n_test = 2000
-d_model = 32
-n_heads = 4
-d_mlp = 128
-dropout = 0.1
-lr = 1e-3
-epochs = 8
-batch_size = 64
-energy_threshold = 0.999
-data_seed = 12345
+transition = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]  # range: [0, 1]; row-stochastic, any number of states
+seeds = [0, 100, 200]  # length: >= 2; range: >= 0
+seq_len = 32  # range: >= 2
+n_train = 2000  # range: >= 1
+n_test = 2000  # range: >= 1
+d_model = 32  # range: >= 1
+n_heads = 4  # range: >= 1
+d_mlp = 128  # range: >= 1
+dropout = 0.1  # range: [0, 1)
+lr = 1e-3  # range: > 0
+epochs = 8  # range: >= 1
+batch_size = 64  # range: >= 1
+energy_threshold = 0.999  # range: (0, 1]
+data_seed = 12345  # range: >= 0
 device = "auto"
 
 # %%

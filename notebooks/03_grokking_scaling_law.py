@@ -39,26 +39,26 @@
 # seeds); `executor = "ray"` runs the shards as Ray tasks on a cluster (one shard per GPU).
 
 # %% tags=["parameters"]
-p_values = [31, 43, 53]
-sweep_weight_decay = 1.0
-weight_decays = [1.0, 1.5, 2.0]
-omega_p = 53
-omega_batch_size = 0
-seeds = [0, 1]
-train_frac = 0.5
-d_model = 32
-n_heads = 4
-d_mlp = 128
-norm = "pre"
-lr = 3e-3
-betas = [0.9, 0.98]
-max_steps = 4000
-margin = 100
-eval_every = 20
-n_boot = 1000
-executor = "local"
-checkpoint_dir = ""
-data_seed = 0
+p_values = [31, 43, 53]  # length: >= 2; range: >= 3; primes
+sweep_weight_decay = 1.0  # range: > 0
+weight_decays = [1.0, 1.5, 2.0]  # length: >= 2; range: > 0
+omega_p = 53  # range: >= 3; a prime
+omega_batch_size = 0  # range: >= 0; 0 = full batch
+seeds = [0, 1]  # length: >= 1; range: >= 0
+train_frac = 0.5  # range: (0, 1)
+d_model = 32  # range: >= 1
+n_heads = 4  # range: >= 1
+d_mlp = 128  # range: >= 1
+norm = "pre"  # one of: pre, post, none
+lr = 3e-3  # range: > 0
+betas = [0.9, 0.98]  # length: 2; range: [0, 1)
+max_steps = 4000  # range: >= 1
+margin = 100  # range: >= 1
+eval_every = 20  # range: >= 1
+n_boot = 1000  # range: >= 10
+executor = "local"  # one of: local, ray
+checkpoint_dir = ""  # path; empty: no checkpoints
+data_seed = 0  # range: >= 0
 device = "auto"
 
 # %%

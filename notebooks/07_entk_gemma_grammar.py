@@ -48,23 +48,23 @@
 # %% tags=["parameters"]
 model = "gemma-3-270m"
 corpus = "auto"
-context_tokens = 24
-n_per_class = 20
-layer = 17
-sweep_layers = [17, 18]
-top_k = 25
-lanczos_vectors = 48
-block_size = 8
-dense_examples = 4
-dense_tokens = 12
-min_support = 5
-data_seed = 0
-split_seed = 0
-n_show = 3
-n_top_contexts = 5
-batch_size = 32
-chunk_size = 64
-vector_chunk = 8
+context_tokens = 24  # range: >= 1
+n_per_class = 20  # range: >= 1
+layer = 17  # range: >= 0
+sweep_layers = [17, 18]  # range: >= 0
+top_k = 25  # range: >= 1
+lanczos_vectors = 48  # range: >= 1
+block_size = 8  # range: >= 1
+dense_examples = 4  # range: >= 1
+dense_tokens = 12  # range: >= 1
+min_support = 5  # range: >= 1
+data_seed = 0  # range: >= 0
+split_seed = 0  # range: >= 0
+n_show = 3  # range: >= 0
+n_top_contexts = 5  # range: >= 0
+batch_size = 32  # range: >= 1
+chunk_size = 64  # range: >= 1
+vector_chunk = 8  # range: >= 1
 device = "auto"
 
 # %%
