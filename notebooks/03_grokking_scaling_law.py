@@ -58,6 +58,8 @@ eval_every = 20  # range: >= 1
 n_boot = 1000  # range: >= 10
 executor = "local"  # one of: local, ray
 checkpoint_dir = ""  # path; empty: no checkpoints
+checkpoint_every = 1000  # range: >= 1; steps between a shard's checkpoints
+max_models_per_shard = 0  # range: >= 0; 0: no limit; smaller shards spread a sweep over more GPUs
 data_seed = 0  # range: >= 0
 device = "auto"
 
@@ -82,7 +84,8 @@ claims = Claims("03_grokking_scaling_law", parameters=dict(
     p_values=p_values, sweep_weight_decay=sweep_weight_decay, weight_decays=weight_decays, omega_p=omega_p,
     omega_batch_size=omega_batch_size, seeds=seeds, train_frac=train_frac, d_model=d_model, n_heads=n_heads,
     d_mlp=d_mlp, norm=norm, lr=lr, betas=betas, max_steps=max_steps, margin=margin, eval_every=eval_every,
-    n_boot=n_boot, executor=executor, data_seed=data_seed, device=str(dev)))
+    n_boot=n_boot, executor=executor, checkpoint_every=checkpoint_every, max_models_per_shard=max_models_per_shard,
+    data_seed=data_seed, device=str(dev)))
 
 # %% [markdown]
 # ## Running both sweeps
@@ -92,7 +95,8 @@ claims = Claims("03_grokking_scaling_law", parameters=dict(
 
 # %%
 specs = list(dict.fromkeys(p_specs + omega_specs))
-results = run_sweep(specs, settings, executor=executor, device=str(dev), checkpoint_dir=checkpoint_dir or None)
+results = run_sweep(specs, settings, executor=executor, device=str(dev), max_models=max_models_per_shard or None,
+                    checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every)
 by_spec = {r.spec: r for r in results}
 p_runs, omega_runs = [by_spec[s] for s in p_specs], [by_spec[s] for s in omega_specs]
 censored = [r for r in results if r.censored]
@@ -142,6 +146,7 @@ for name, points in (("ω", omega_points), ("p", p_points)):
     if scaling.fittable(points):
         fits[name] = scaling.power_law_fit(*scaling.geometric_means(points))
         exponents[name] = scaling.bootstrap(points, exponent, n_boot=n_boot)
+        print(f"{name} exponent: {exponents[name].describe()}")
     else:
         print(f"{name} sweep: fewer than two points with a grokked run, no fit")
 log_fit = None
@@ -168,9 +173,10 @@ for ax, points, runs, name, key in ((axes[0], omega_points, omega_runs, "ω", "w
     xg, gm = scaling.geometric_means(points)
     ax.scatter(xg, gm, color="black", s=24, zorder=3, label="geometric mean")
     xs = np.geomspace(min(points), max(points), 50)
-    k, lo, hi = exponents[name]
-    ax.plot(xs, fits[name].predict(xs), color="C0", label=f"power law: k = {k:.2f} [{lo:.2f}, {hi:.2f}]")
-    ax.fill_between(xs, *scaling.power_law_band(points, xs, n_boot), color="C0", alpha=0.2, lw=0)
+    k = exponents[name]
+    ax.plot(xs, fits[name].predict(xs), color="C0", label=f"power law: k = {k.estimate:.2f} [{k.low:.2f}, {k.high:.2f}]")
+    band = scaling.power_law_band(points, xs, n_boot)
+    ax.fill_between(xs, band.low, band.high, color="C0", alpha=0.2, lw=0)
 if log_fit is not None:
     xs = np.linspace(min(p_points), max(p_points), 50)
     axes[1].plot(xs, log_fit.predict(xs), color="C1", ls="--",
@@ -212,16 +218,18 @@ plt.show()
 # of the law more than its exponent.
 
 # %%
-nan3 = [float("nan")] * 3
-omega_k, p_k = exponents.get("ω", nan3), exponents.get("p", nan3)
+no_fit = scaling.Interval(*[float("nan")] * 3, n_boot=n_boot, failed=n_boot)
+omega_k, p_k = exponents.get("ω", no_fit), exponents.get("p", no_fit)
 p_r2 = fits["p"].r2 if "p" in fits else float("nan")
-claims.add("omega_exponent", round(omega_k[0], 3), paper=-1.02, target="−1 ± 0.15",
-           passed=bool(abs(omega_k[0] + 1) <= 0.15))
-claims.add("omega_exponent_ci", [round(omega_k[1], 3), round(omega_k[2], 3)], paper="reported",
-           target="reported: 95% bootstrap interval over seeds")
+claims.add("omega_exponent", round(omega_k.estimate, 3), paper=-1.02, target="−1 ± 0.15",
+           passed=bool(abs(omega_k.estimate + 1) <= 0.15))
+claims.add("omega_exponent_ci", [round(omega_k.low, 3), round(omega_k.high, 3)], paper="reported",
+           target=f"reported: {omega_k.describe()} of the seeds")
 claims.add("p_fit_r2", round(p_r2, 3), paper="reported", target="≥ 0.9 (power law, log space)", passed=bool(p_r2 >= 0.9))
-claims.add("p_exponent", [round(v, 3) for v in p_k], paper="≈ −1 (τ ∝ 1/p)",
-           target="reported: estimate and 95% interval")
+claims.add("p_exponent", [round(v, 3) for v in (p_k.estimate, p_k.low, p_k.high)], paper="≈ −1 (τ ∝ 1/p)",
+           target=f"reported: estimate and {p_k.describe()} of the seeds")
+claims.add("bootstrap_failed_resamples", {"ω": omega_k.failed, "p": p_k.failed}, paper="reported",
+           target=f"reported: resamples of {n_boot} that left too few points to fit (excluded from the intervals)")
 claims.add("collapse_cv", round(collapse_cv, 3), paper="reported", target="reported: CV of τ·ω·p over grokked runs")
 claims.add("censored_runs", len(censored), paper="reported", target=f"reported: of {len(results)} runs")
 claims.write()
