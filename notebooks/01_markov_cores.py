@@ -33,19 +33,19 @@
 
 # %% tags=["parameters"]
 transition = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]  # range: [0, 1]; row-stochastic, any number of states
-seeds = [0, 100, 200]  # length: >= 2; range: >= 0
-seq_len = 32  # range: >= 2
-n_train = 2000  # range: >= 1
-n_test = 2000  # range: >= 1
-d_model = 32  # range: >= 1
-n_heads = 4  # range: >= 1
-d_mlp = 128  # range: >= 1
+seeds = [0, 100, 200]  # length: 2 or more; range: [0, inf)
+seq_len = 32  # range: [2, inf)
+n_train = 2000  # range: [1, inf)
+n_test = 2000  # range: [1, inf)
+d_model = 32  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 128  # range: [1, inf)
 dropout = 0.1  # range: [0, 1)
-lr = 1e-3  # range: > 0
-epochs = 8  # range: >= 1
-batch_size = 64  # range: >= 1
+lr = 1e-3  # range: (0, inf)
+epochs = 8  # range: [1, inf)
+batch_size = 64  # range: [1, inf)
 energy_threshold = 0.999  # range: (0, 1]
-data_seed = 12345  # range: >= 0
+data_seed = 12345  # range: [0, inf)
 device = "auto"
 
 # %%

@@ -39,28 +39,28 @@
 # seeds); `executor = "ray"` runs the shards as Ray tasks on a cluster (one shard per GPU).
 
 # %% tags=["parameters"]
-p_values = [31, 43, 53]  # length: >= 2; range: >= 3; primes
-sweep_weight_decay = 1.0  # range: > 0
-weight_decays = [1.0, 1.5, 2.0]  # length: >= 2; range: > 0
-omega_p = 53  # range: >= 3; a prime
-omega_batch_size = 0  # range: >= 0; 0 = full batch
-seeds = [0, 1]  # length: >= 1; range: >= 0
+p_values = [31, 43, 53]  # length: 2 or more; range: [3, inf); primes
+sweep_weight_decay = 1.0  # range: (0, inf)
+weight_decays = [1.0, 1.5, 2.0]  # length: 2 or more; range: (0, inf)
+omega_p = 53  # range: [3, inf); a prime
+omega_batch_size = 0  # range: [0, inf); 0: full batch
+seeds = [0, 1]  # length: 1 or more; range: [0, inf)
 train_frac = 0.5  # range: (0, 1)
-d_model = 32  # range: >= 1
-n_heads = 4  # range: >= 1
-d_mlp = 128  # range: >= 1
+d_model = 32  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 128  # range: [1, inf)
 norm = "pre"  # one of: pre, post, none
-lr = 3e-3  # range: > 0
+lr = 3e-3  # range: (0, inf)
 betas = [0.9, 0.98]  # length: 2; range: [0, 1)
-max_steps = 4000  # range: >= 1
-margin = 100  # range: >= 1
-eval_every = 20  # range: >= 1
-n_boot = 1000  # range: >= 10
+max_steps = 4000  # range: [1, inf)
+margin = 100  # range: [1, inf)
+eval_every = 20  # range: [1, inf)
+n_boot = 1000  # range: [10, inf)
 executor = "local"  # one of: local, ray
 checkpoint_dir = ""  # path; empty: no checkpoints
-checkpoint_every = 1000  # range: >= 1; steps between a shard's checkpoints
-max_models_per_shard = 0  # range: >= 0; 0: no limit; smaller shards spread a sweep over more GPUs
-data_seed = 0  # range: >= 0
+checkpoint_every = 1000  # range: [1, inf); steps between a shard's checkpoints
+max_models_per_shard = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
+data_seed = 0  # range: [0, inf)
 device = "auto"
 
 # %%

@@ -37,24 +37,24 @@
 # the paper's settings.
 
 # %% tags=["parameters"]
-p = 29  # range: >= 3; a prime
-d_model = 64  # range: >= 1
-n_heads = 4  # range: >= 1
-d_mlp = 256  # range: >= 1
+p = 29  # range: [3, inf); a prime
+d_model = 64  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 256  # range: [1, inf)
 train_frac = 0.5  # range: (0, 1)
-lr = 5e-3  # range: > 0
-weight_decay = 1.0  # range: >= 0
+lr = 5e-3  # range: (0, inf)
+weight_decay = 1.0  # range: [0, inf)
 betas = [0.9, 0.98]  # length: 2; range: [0, 1)
-batch_size = 64  # range: >= 1
-epochs = 750  # range: >= 1
-seed = 2  # range: >= 0
-data_seed = 0  # range: >= 0
-top_k = 40  # range: >= 1
-n_snapshots = 31  # range: >= 2
-eval_every_epochs = 10  # range: >= 1
-smooth_window = 5  # range: >= 1
+batch_size = 64  # range: [1, inf)
+epochs = 750  # range: [1, inf)
+seed = 2  # range: [0, inf)
+data_seed = 0  # range: [0, inf)
+top_k = 40  # range: [1, inf)
+n_snapshots = 31  # range: [2, inf)
+eval_every_epochs = 10  # range: [1, inf)
+smooth_window = 5  # range: [1, inf)
 device = "auto"
-cpu_threads = 1  # range: >= 0; torch threads on a CPU (0: torch default); small models gain nothing from more
+cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
 
 # %%
 import numpy as np

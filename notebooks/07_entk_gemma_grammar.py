@@ -48,23 +48,23 @@
 # %% tags=["parameters"]
 model = "gemma-3-270m"
 corpus = "auto"
-context_tokens = 24  # range: >= 1
-n_per_class = 20  # range: >= 1
-layer = 17  # range: >= 0
-sweep_layers = [17, 18]  # range: >= 0
-top_k = 25  # range: >= 1
-lanczos_vectors = 48  # range: >= 1
-block_size = 8  # range: >= 1
-dense_examples = 4  # range: >= 1
-dense_tokens = 12  # range: >= 1
-min_support = 5  # range: >= 1
-data_seed = 0  # range: >= 0
-split_seed = 0  # range: >= 0
-n_show = 3  # range: >= 0
-n_top_contexts = 5  # range: >= 0
-batch_size = 32  # range: >= 1
-chunk_size = 64  # range: >= 1
-vector_chunk = 8  # range: >= 1
+context_tokens = 24  # range: [1, inf)
+n_per_class = 20  # range: [1, inf)
+layer = 17  # range: [0, inf)
+sweep_layers = [17, 18]  # range: [0, inf)
+top_k = 25  # range: [1, inf)
+lanczos_vectors = 48  # range: [1, inf)
+block_size = 8  # range: [1, inf)
+dense_examples = 4  # range: [1, inf)
+dense_tokens = 12  # range: [1, inf)
+min_support = 5  # range: [1, inf)
+data_seed = 0  # range: [0, inf)
+split_seed = 0  # range: [0, inf)
+n_show = 3  # range: [0, inf)
+n_top_contexts = 5  # range: [0, inf)
+batch_size = 32  # range: [1, inf)
+chunk_size = 64  # range: [1, inf)
+vector_chunk = 8  # range: [1, inf)
 device = "auto"
 
 # %%

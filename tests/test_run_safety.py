@@ -25,14 +25,14 @@ SLOW_NOTEBOOK = '''\
 # # A notebook that saves figures and can sleep, fail or skip its metrics
 
 # %% tags=["parameters"]
-figures = 2  # range: >= 0
-sleep_s = 0.0  # range: >= 0
+figures = 2  # range: [0, inf)
+sleep_s = 0.0  # range: [0, inf)
 fail = False
-seeds = [0, 1]  # length: >= 2; range: >= 0
+seeds = [0, 1]  # length: 2 or more; range: [0, inf)
 betas = [0.9, 0.98]  # length: 2; range: [0, 1)
 rate = 0.1  # range: [0, 1)
-lr = 1e-3  # range: > 0
-layers = 2  # range: >= 1 or null
+lr = 1e-3  # range: (0, inf)
+layers = 2  # range: [1, inf) or null
 norm = "pre"  # one of: pre, post, none
 checkpoint_dir = ""  # path; where to keep state
 transition = [[0.5, 0.5], [0.25, 0.75]]  # range: [0, 1]
@@ -139,7 +139,7 @@ def test_a_bad_paper_profile_names_its_file(tmp_path, capsys, monkeypatch, no_ke
 
 
 def test_an_unreadable_declaration_names_the_notebook_and_parameter(tmp_path, capsys, monkeypatch, no_kernel):
-    root = make_repo(tmp_path / "book", {NAME: SLOW_NOTEBOOK.replace("# range: >= 1 or null", "# range: >> 1")})
+    root = make_repo(tmp_path / "book", {NAME: SLOW_NOTEBOOK.replace("# range: [1, inf) or null", "# range: >> 1")})
     code, err = run_in_process(capsys, monkeypatch, root, "run", NAME, "--out", str(tmp_path / "out"))
     assert code == 2 and f"{NAME}.py: parameter layers: cannot read 'range: >> 1'" in err
 
@@ -166,6 +166,15 @@ def test_every_default_and_paper_profile_satisfies_its_declarations():
             cli.paramspec.check(cli.paramspec.ast.literal_eval(param.default), rules[param.name], REPO)
         if nb.paper_profile.is_file():
             cli.effective_parameters(nb, "paper", {})
+
+
+def test_papermill_reads_every_declared_parameter():
+    from papermill.translators import PythonTranslator
+
+    for name in cli.notebook_names(REPO):
+        nb = cli.Notebook(REPO, name)
+        seen = {p.name for p in PythonTranslator.inspect({"source": cli.parameters_cell(nb.py)})}
+        assert seen == set(cli.read_parameters(nb)), f"papermill cannot read some of {name}'s parameter lines"
 
 
 @pytest.mark.parametrize("where", ["file", "under_file", "proc"])

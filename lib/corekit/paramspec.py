@@ -6,18 +6,20 @@ whose items have the type of the default's items (``[0, 1]`` accepts only intege
 mapping; ``None`` or a default that is not a literal accepts anything. The trailing comment can
 narrow it with clauses separated by ``;`` (any other clause is help text)::
 
-    epochs = 8                # range: >= 1
+    epochs = 8                # range: [1, inf)
     dropout = 0.1             # range: [0, 1)
+    lr = 1e-3                 # range: (0, inf)
     betas = [0.9, 0.98]       # length: 2; range: [0, 1)
-    seeds = [0, 1]            # length: >= 2; range: >= 0; distinct models to compare
-    layers = 2                # range: >= 1 or null
+    seeds = [0, 1]            # length: 2 or more; range: [0, inf); distinct models to compare
+    layers = 2                # range: [1, inf) or null
     norm = "pre"              # one of: pre, post, none
     checkpoint_dir = ""       # path; empty: no checkpoints
 
-``range`` bounds a number or every number in a (nested) list (``>= a``, ``> a``, ``<= b``, ``< b`` or
-an interval ``[a, b]``, ``(a, b)``, ``[a, b)``, ``(a, b]``); ``or null`` also accepts ``null``.
-``length`` fixes (``N``) or bounds (``>= N``) a list's length. ``one of`` lists the accepted strings.
+``range`` is an interval (``[a, b]``, ``(a, b)``, ``[a, b)``, ``(a, b]``; ``inf`` for no bound) that
+bounds a number or every number in a (nested) list; ``or null`` also accepts ``null``. ``length``
+fixes (``N``) or bounds (``N or more``) a list's length. ``one of`` lists the accepted strings.
 ``path`` marks a file-system path, which :func:`check` makes absolute against the caller's folder.
+The clauses hold no ``=``: papermill reads a line with a second ``=`` as no parameter.
 """
 from __future__ import annotations
 
@@ -29,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 NUMBER = r"[-+]?(?:inf|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
-BOUND = re.compile(rf"(>=|>|<=|<)\s*({NUMBER})")
 INTERVAL = re.compile(rf"([\[(])\s*({NUMBER})\s*,\s*({NUMBER})\s*([\])])")
-LENGTH = re.compile(r"(>=\s*)?(\d+)")
+LENGTH = re.compile(r"(\d+)( or more)?")
 KIND_NAMES = {bool: ("true or false", "bools"), int: ("an integer", "integers"), float: ("a number", "numbers"),
               str: ("a string", "strings"), dict: ("a mapping", "mappings")}
 
@@ -131,13 +132,13 @@ def parse_range(text: str) -> tuple[Range, bool]:
     """Return the range a ``range:`` clause declares and whether it ends in ``or null``."""
     nullable = text.endswith(" or null")
     text = text.removesuffix(" or null").strip()
-    if m := BOUND.fullmatch(text):
-        op, x = m.group(1), float(m.group(2))
-        return (Range(low=x, low_closed=op == ">=") if op.startswith(">")
-                else Range(high=x, high_closed=op == "<=")), nullable
-    if m := INTERVAL.fullmatch(text):
-        return Range(float(m.group(2)), float(m.group(3)), m.group(1) == "[", m.group(4) == "]"), nullable
-    raise DeclarationError(f"cannot read 'range: {text}' (write >= a, > a, <= b, < b or [a, b], (a, b), [a, b), (a, b])")
+    m = INTERVAL.fullmatch(text)
+    if not m:
+        raise DeclarationError(f"cannot read 'range: {text}' (write an interval: [a, b], (a, b), [a, b) or (a, b], "
+                               "with inf for no bound)")
+    low, high = float(m.group(2)), float(m.group(3))
+    return Range(None if math.isinf(low) else low, None if math.isinf(high) else high,
+                 m.group(1) == "[", m.group(4) == "]"), nullable
 
 
 def accepts(default_source: str, comment: str) -> Accepts:
@@ -157,8 +158,8 @@ def accepts(default_source: str, comment: str) -> Accepts:
         elif key == "length":
             m = LENGTH.fullmatch(value)
             if not m:
-                raise DeclarationError(f"cannot read 'length: {value}' (write N or >= N)")
-            found["length"] = (int(m.group(2)), m.group(1) is None)
+                raise DeclarationError(f"cannot read 'length: {value}' (write N or N or more)")
+            found["length"] = (int(m.group(1)), m.group(2) is None)
         elif key == "one of":
             found["choices"] = tuple(v.strip() for v in value.split(","))
     return Accepts(**found)
