@@ -8,7 +8,7 @@ PYTHON  := $(VENV)/bin/python
 COREKIT := $(VENV)/bin/corekit
 STAMP   := $(VENV)/.installed
 
-.PHONY: install book lint test test-fast clean
+.PHONY: install book lint test test-fast test-portable clean
 
 install: $(STAMP)
 
@@ -33,6 +33,15 @@ test: lint
 # The library's own tests only (no notebook, book or real language model): about two minutes.
 test-fast: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not notebook and not book and not llm"
+
+# The numerical tests again on torch's generic CPU kernels (no AVX2/AVX-512) and one thread: what
+# another CPU computes differently shows up here (about a minute).
+PORTABLE_TESTS := tests/test_llm.py::test_margin_gradients_match_autograd_and_finite_differences \
+                  tests/test_models_train.py::test_batched_forward_matches_per_model_reference \
+                  tests/test_models_train.py::test_batched_adamw_matches_torch_adamw_per_model \
+                  tests/test_stats.py tests/test_scaling.py
+test-portable: install
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 $(PYTHON) -m pytest $(PYTEST_ARGS) $(PORTABLE_TESTS)
 
 clean:
 	rm -rf _build

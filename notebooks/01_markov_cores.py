@@ -33,21 +33,21 @@
 # row-stochastic `transition` and `transition_deficient`, any list of `seeds`).
 
 # %% tags=["parameters"]
-transition = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]
-transition_deficient = [[0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.8, 0.1], [0.1, 0.05, 0.05, 0.8], [0.5, 0.4, 0.05, 0.05]]
-seeds = [0, 100, 200]
-seq_len = 32
-n_train = 2000
-n_test = 2000
-d_model = 32
-n_heads = 4
-d_mlp = 128
-dropout = 0.1
-lr = 1e-3
-epochs = 8
-batch_size = 64
-energy_threshold = 0.999
-data_seed = 12345
+transition = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]  # range: [0, 1]; row-stochastic, any number of states
+transition_deficient = [[0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.8, 0.1], [0.1, 0.05, 0.05, 0.8], [0.5, 0.4, 0.05, 0.05]]  # range: [0, 1]; row-stochastic, some rows shared
+seeds = [0, 100, 200]  # length: 2 or more; range: [0, inf)
+seq_len = 32  # range: [2, inf)
+n_train = 2000  # range: [1, inf)
+n_test = 2000  # range: [1, inf)
+d_model = 32  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 128  # range: [1, inf)
+dropout = 0.1  # range: [0, 1)
+lr = 1e-3  # range: (0, inf)
+epochs = 8  # range: [1, inf)
+batch_size = 64  # range: [1, inf)
+energy_threshold = 0.999  # range: (0, 1]
+data_seed = 12345  # range: [0, inf)
 device = "auto"
 
 # %%

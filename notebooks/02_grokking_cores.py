@@ -42,23 +42,23 @@
 # LayerNorm, which the unembedding reads linearly.
 
 # %% tags=["parameters"]
-p = 53
-train_frac = 0.5
-seeds = [0, 1]
-n_layers = 2
-d_model = 32
-n_heads = 4
-d_mlp = 128
-norm = "pre"
-lr = 2e-3
-betas = [0.9, 0.98]
-weight_decay = 2.0
-batch_size = 0
-epochs = 2000
-fork_epoch = 250
-n_checkpoints = 25
-energy_threshold = 0.99
-data_seed = 0
+p = 53  # range: [3, inf); a prime
+train_frac = 0.5  # range: (0, 1)
+seeds = [0, 1]  # length: 1 or more; range: [0, inf)
+n_layers = 2  # range: [1, inf)
+d_model = 32  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 128  # range: [1, inf)
+norm = "pre"  # one of: pre, post, none
+lr = 2e-3  # range: (0, inf)
+betas = [0.9, 0.98]  # length: 2; range: [0, 1)
+weight_decay = 2.0  # range: [0, inf)
+batch_size = 0  # range: [0, inf); 0: full batch
+epochs = 2000  # range: [1, inf)
+fork_epoch = 250  # range: [0, inf)
+n_checkpoints = 25  # range: [1, inf)
+energy_threshold = 0.99  # range: (0, 1]
+data_seed = 0  # range: [0, inf)
 device = "auto"
 
 # %%

@@ -40,26 +40,28 @@
 # seeds); `executor = "ray"` runs the shards as Ray tasks on a cluster (one shard per GPU).
 
 # %% tags=["parameters"]
-p_values = [31, 43, 53]
-sweep_weight_decay = 1.0
-weight_decays = [1.0, 1.5, 2.0]
-omega_p = 53
-omega_batch_size = 0
-seeds = [0, 1]
-train_frac = 0.5
-d_model = 32
-n_heads = 4
-d_mlp = 128
-norm = "pre"
-lr = 3e-3
-betas = [0.9, 0.98]
-max_steps = 4000
-margin = 100
-eval_every = 20
-n_boot = 1000
-executor = "local"
-checkpoint_dir = ""
-data_seed = 0
+p_values = [31, 43, 53]  # length: 2 or more; range: [3, inf); primes
+sweep_weight_decay = 1.0  # range: (0, inf)
+weight_decays = [1.0, 1.5, 2.0]  # length: 2 or more; range: (0, inf)
+omega_p = 53  # range: [3, inf); a prime
+omega_batch_size = 0  # range: [0, inf); 0: full batch
+seeds = [0, 1]  # length: 1 or more; range: [0, inf)
+train_frac = 0.5  # range: (0, 1)
+d_model = 32  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 128  # range: [1, inf)
+norm = "pre"  # one of: pre, post, none
+lr = 3e-3  # range: (0, inf)
+betas = [0.9, 0.98]  # length: 2; range: [0, 1)
+max_steps = 4000  # range: [1, inf)
+margin = 100  # range: [1, inf)
+eval_every = 20  # range: [1, inf)
+n_boot = 1000  # range: [10, inf)
+executor = "local"  # one of: local, ray
+checkpoint_dir = ""  # path; empty: no checkpoints
+checkpoint_every = 1000  # range: [1, inf); steps between a shard's checkpoints
+max_models_per_shard = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
+data_seed = 0  # range: [0, inf)
 device = "auto"
 
 # %%
@@ -89,7 +91,8 @@ claims = Claims("03_grokking_scaling_law", resolved={"device": str(dev)})
 
 # %%
 specs = list(dict.fromkeys(p_specs + omega_specs))
-results = run_sweep(specs, settings, executor=executor, device=str(dev), checkpoint_dir=checkpoint_dir or None)
+results = run_sweep(specs, settings, executor=executor, device=str(dev), max_models=max_models_per_shard or None,
+                    checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every)
 by_spec = {r.spec: r for r in results}
 p_runs, omega_runs = [by_spec[s] for s in p_specs], [by_spec[s] for s in omega_specs]
 censored = [r for r in results if r.censored]
@@ -139,6 +142,7 @@ for name, points in (("ω", omega_points), ("p", p_points)):
     if scaling.fittable(points):
         fits[name] = scaling.power_law_fit(*scaling.geometric_means(points))
         exponents[name] = scaling.bootstrap(points, exponent, n_boot=n_boot)
+        print(f"{name} exponent: {exponents[name].describe()}")
     else:
         print(f"{name} sweep: fewer than two points with a grokked run, no fit")
 log_fit = None
@@ -166,9 +170,10 @@ for ax, points, runs, name, key in ((axes[0], omega_points, omega_runs, "ω", "w
     xg, gm = scaling.geometric_means(points)
     ax.scatter(xg, gm, color="black", s=24, zorder=3, label="geometric mean")
     xs = np.geomspace(min(points), max(points), 50)
-    k, lo, hi = exponents[name]
-    ax.plot(xs, fits[name].predict(xs), color="C0", label=f"power law: k = {k:.2f} [{lo:.2f}, {hi:.2f}]")
-    ax.fill_between(xs, *scaling.power_law_band(points, xs, n_boot), color="C0", alpha=0.2, lw=0)
+    k = exponents[name]
+    ax.plot(xs, fits[name].predict(xs), color="C0", label=f"power law: k = {k.estimate:.2f} [{k.low:.2f}, {k.high:.2f}]")
+    band = scaling.power_law_band(points, xs, n_boot)
+    ax.fill_between(xs, band.low, band.high, color="C0", alpha=0.2, lw=0)
 if log_fit is not None:
     xs = np.linspace(min(p_points), max(p_points), 50)
     axes[1].plot(xs, log_fit.predict(xs), color="C1", ls="--",
@@ -212,16 +217,18 @@ plt.show()
 # of the law more than its exponent.
 
 # %%
-nan3 = [float("nan")] * 3
-omega_k, p_k = exponents.get("ω", nan3), exponents.get("p", nan3)
+no_fit = scaling.Interval(*[float("nan")] * 3, n_boot=n_boot, failed=n_boot)
+omega_k, p_k = exponents.get("ω", no_fit), exponents.get("p", no_fit)
 p_r2 = fits["p"].r2 if "p" in fits else float("nan")
-claims.add("omega_exponent", round(omega_k[0], 3), paper=-1.02, target="−1 ± 0.15",
-           passed=bool(abs(omega_k[0] + 1) <= 0.15))
-claims.add("omega_exponent_ci", [round(omega_k[1], 3), round(omega_k[2], 3)], paper="reported",
-           target="reported: 95% bootstrap interval over seeds")
+claims.add("omega_exponent", round(omega_k.estimate, 3), paper=-1.02, target="−1 ± 0.15",
+           passed=bool(abs(omega_k.estimate + 1) <= 0.15))
+claims.add("omega_exponent_ci", [round(omega_k.low, 3), round(omega_k.high, 3)], paper="reported",
+           target=f"reported: {omega_k.describe()} of the seeds")
 claims.add("p_fit_r2", round(p_r2, 3), paper="reported", target="≥ 0.9 (power law, log space)", passed=bool(p_r2 >= 0.9))
-claims.add("p_exponent", [round(v, 3) for v in p_k], paper="≈ −1 (τ ∝ 1/p)",
-           target="reported: estimate and 95% interval")
+claims.add("p_exponent", [round(v, 3) for v in (p_k.estimate, p_k.low, p_k.high)], paper="≈ −1 (τ ∝ 1/p)",
+           target=f"reported: estimate and {p_k.describe()} of the seeds")
+claims.add("bootstrap_failed_resamples", {"ω": omega_k.failed, "p": p_k.failed}, paper="reported",
+           target=f"reported: resamples of {n_boot} that left too few points to fit (excluded from the intervals)")
 claims.add("collapse_cv", round(collapse_cv, 3), paper="reported", target="reported: CV of τ·ω·p over grokked runs")
 claims.add("censored_runs", len(censored), paper="reported", target=f"reported: of {len(results)} runs")
 claims.write()

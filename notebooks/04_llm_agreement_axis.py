@@ -44,15 +44,15 @@
 # 1200 prompts.
 
 # %% tags=["parameters"]
-models = ["gemma-3-270m", "smollm2-135m"]
-n_train = 200
-n_test = 200
-data_seed = 0
-subject_scope_layers = 2
-n_generate = 24
-max_new_tokens = 12
-n_examples = 6
-batch_size = 64
+models = ["gemma-3-270m", "smollm2-135m"]  # length: 1 or more
+n_train = 200  # range: [1, inf)
+n_test = 200  # range: [1, inf)
+data_seed = 0  # range: [0, inf)
+subject_scope_layers = 2  # range: [1, inf) or null; null: every layer
+n_generate = 24  # range: [0, inf)
+max_new_tokens = 12  # range: [1, inf)
+n_examples = 6  # range: [0, inf)
+batch_size = 64  # range: [1, inf)
 device = "auto"
 dtype = "auto"
 

@@ -38,21 +38,21 @@
 # (`corekit run 05_entk_mlp_modular -p p 31`).
 
 # %% tags=["parameters"]
-p = 29
-width = 512
-train_frac = 0.7
-lr = 0.05
-weight_decay = 0.01
-betas = [0.9, 0.999]
-epochs = 500
-seed = 0
-data_seed = 0
-top_k = 200  # eigenpairs; at least 8⌊p/2⌋ + 2 are computed (both cliffs and the one after)
-eval_every = 1
-n_log_snapshots = 12
-n_dense_snapshots = 12
+p = 29  # range: [3, inf); a prime
+width = 512  # range: [1, inf)
+train_frac = 0.7  # range: (0, 1)
+lr = 0.05  # range: (0, inf)
+weight_decay = 0.01  # range: [0, inf)
+betas = [0.9, 0.999]  # length: 2; range: [0, 1)
+epochs = 500  # range: [1, inf)
+seed = 0  # range: [0, inf)
+data_seed = 0  # range: [0, inf)
+top_k = 200  # range: [1, inf); eigenpairs; at least 8⌊p/2⌋ + 2 are computed (both cliffs and the one after)
+eval_every = 1  # range: [1, inf)
+n_log_snapshots = 12  # range: [0, inf)
+n_dense_snapshots = 12  # range: [0, inf)
 device = "auto"
-cpu_threads = 1  # torch threads on a CPU (0: torch default); small models gain nothing from more
+cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
 
 # %%
 import numpy as np

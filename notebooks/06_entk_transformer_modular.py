@@ -41,26 +41,26 @@
 # settings; the paper profile only computes kernels on more snapshots.
 
 # %% tags=["parameters"]
-p = 29
-d_model = 64
-n_heads = 4
-d_mlp = 256
-train_frac = 0.5
-lr = 3e-4
-weight_decay = 1.0
-betas = [0.9, 0.999]
-batch_size = 64
-epochs = 4000
-seeds = [2, 3]
-data_seed = 0
-init = "nanda"
-top_k = 40
-eval_every_epochs = 10
-n_log_snapshots = 10
-n_dense_snapshots = 10
-smooth_window = 5
+p = 29  # range: [3, inf); a prime
+d_model = 64  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 256  # range: [1, inf)
+train_frac = 0.5  # range: (0, 1)
+lr = 3e-4  # range: (0, inf)
+weight_decay = 1.0  # range: [0, inf)
+betas = [0.9, 0.999]  # length: 2; range: [0, 1)
+batch_size = 64  # range: [1, inf)
+epochs = 4000  # range: [1, inf)
+seeds = [2, 3]  # length: 1 or more; range: [0, inf)
+data_seed = 0  # range: [0, inf)
+init = "nanda"  # one of: nanda, fan_in; the authors' initialisation scales, or 1/sqrt(fan_in)
+top_k = 40  # range: [1, inf)
+eval_every_epochs = 10  # range: [1, inf)
+n_log_snapshots = 10  # range: [0, inf)
+n_dense_snapshots = 10  # range: [0, inf)
+smooth_window = 5  # range: [1, inf)
 device = "auto"
-cpu_threads = 1  # torch threads on a CPU (0: torch default); small models gain nothing from more
+cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
 
 # %%
 import numpy as np

@@ -16,7 +16,8 @@ def test_metrics_file_schema_and_values(tmp_path, monkeypatch):
     claims.add("info", 0.5 + 0.25j, target="reported")
     path = claims.write()
     data = json.loads(path.read_text())
-    assert set(data) == {"notebook", "parameters", "runtime_s", "claims", "environment"}
+    assert set(data) == {"notebook", "parameters", "runtime_s", "threads", "claims", "environment"}
+    assert data["threads"] == torch.get_num_threads()
     assert data["parameters"] == {"seeds": [0, 1], "T": [[1.0, 0.0], [0.0, 1.0]]}
     assert [c["pass"] for c in data["claims"]] == [True, False, None]
     assert data["claims"][1]["measured"] == [1, 2]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -56,7 +57,9 @@ def test_run_writes_executed_notebook_and_metrics_with_overrides(override_run):
 def test_run_points_the_notebook_at_its_figures_folder(override_run):
     _, out = override_run
     claims = {c["id"]: c for c in load_metrics(out)["claims"]}
-    assert claims["figures_dir"]["measured"] == str(out / "figures" / TINY)
+    figures = Path(claims["figures_dir"]["measured"])           # in the run's private folder, moved on success
+    assert figures.parts[-2:] == ("figures", TINY) and figures.parent.parent.parent == out
+    assert figures.parent.parent.name.startswith(f".{TINY}.running-") and not figures.exists()
 
 
 def test_failing_claim_does_not_fail_the_run(override_run):
@@ -81,8 +84,8 @@ def test_failing_cell_fails_the_run_and_keeps_the_partial_notebook(repo, tmp_pat
     done = corekit("run", TINY, "-p", "fail", "true", "--out", str(tmp_path), root=repo)
     assert done.returncode == 1
     assert "RuntimeError" in done.stderr and "asked to fail" in done.stderr
-    assert f"partially executed notebook: {tmp_path / (TINY + '.ipynb')}" in done.stderr
-    assert (tmp_path / f"{TINY}.ipynb").is_file()
+    assert f"partially executed notebook: {tmp_path / (TINY + '.failed.ipynb')}" in done.stderr
+    assert (tmp_path / f"{TINY}.failed.ipynb").is_file() and not (tmp_path / f"{TINY}.ipynb").exists()
 
 
 def test_notebook_without_metrics_fails_the_run(repo, tmp_path):

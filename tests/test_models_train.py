@@ -1,5 +1,7 @@
 """Batched models and trainer: against a plain per-model reference, torch.optim.AdamW and lone runs."""
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -125,18 +127,47 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path):
     train = _data()
     cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.1)
     kwargs = dict(batch_size=32, lr=3e-3, eval_every=5, checkpoint_every=10, progress=False)
-    torch.manual_seed(0)
     full = BatchedTransformer(cfg, seeds=[0, 1])
     full_hist = train_ensemble(full, train, steps=40, **kwargs)
-    torch.manual_seed(0)
     part = BatchedTransformer(cfg, seeds=[0, 1])
     train_ensemble(part, train, steps=20, checkpoint_dir=tmp_path, **kwargs)      # "interrupted" at step 20
     torch.manual_seed(123)                                                          # a new process
     resumed = BatchedTransformer(cfg, seeds=[0, 1])
-    hist = train_ensemble(resumed, train, steps=40, checkpoint_dir=tmp_path, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                              # the checkpoint must load
+        hist = train_ensemble(resumed, train, steps=40, checkpoint_dir=tmp_path, **kwargs)
     for name, p in full.params.items():
-        torch.testing.assert_close(resumed.params[name], p)
-    assert hist.steps == full_hist.steps
+        assert torch.equal(resumed.params[name], p), name                           # dropout streams resumed too
+    assert hist.steps == full_hist.steps and hist.test_loss == full_hist.test_loss
+    state = torch.load(tmp_path / "last.pt", weights_only=True)                    # tensors and plain values only
+    assert state["step"] == 40 and len(state["dropout"]["states"]) == 2
+
+
+def test_dropout_masks_depend_only_on_each_models_seed():
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.5)
+    ensemble, lone = BatchedTransformer(cfg, seeds=[3, 7]), BatchedTransformer(cfg, seeds=[7])
+    torch.manual_seed(0)
+    masks = ensemble.train()._dropout(torch.ones(2, 4, 8, 16))
+    torch.manual_seed(1)
+    lone_masks = lone.train()._dropout(torch.ones(1, 4, 8, 16))
+    assert torch.equal(masks[1], lone_masks[0])                 # the global generator plays no part
+    assert not torch.equal(masks[0], masks[1])
+    assert set(masks.unique().tolist()) == {0.0, 2.0}           # kept entries scaled by 1 / (1 − rate)
+    assert abs((masks == 0).float().mean().item() - 0.5) < 0.05
+    assert torch.equal(ensemble.eval()._dropout(torch.ones(2, 3)), torch.ones(2, 3))
+
+
+def test_ensemble_with_dropout_equals_independent_runs():
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.2)
+    train = _data()
+    kwargs = dict(steps=12, batch_size=32, lr=3e-3, eval_every=6, progress=False)
+    ensemble = BatchedTransformer(cfg, seeds=[0, 1])
+    train_ensemble(ensemble, train, **kwargs)
+    for m, seed in enumerate([0, 1]):
+        lone = BatchedTransformer(cfg, seeds=[seed])
+        train_ensemble(lone, train, **kwargs)
+        for name, p in ensemble.params.items():
+            torch.testing.assert_close(p[m], lone.params[name][0], rtol=1e-4, atol=1e-5)
 
 
 def test_training_learns_and_snapshots():

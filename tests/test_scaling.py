@@ -44,8 +44,9 @@ def test_bootstrap_interval_covers_the_true_exponent():
     covered = 0
     for trial in range(40):
         points = {w: 1000 * w ** -1.0 * np.exp(rng.normal(0, 0.3, 12)) for w in x}
-        est, lo, hi = bootstrap(points, lambda a, b: power_law_fit(a, b).params["k"], n_boot=300, seed=trial)
-        assert lo <= est <= hi
+        ci = bootstrap(points, lambda a, b: power_law_fit(a, b).params["k"], n_boot=300, seed=trial)
+        est, lo, hi = ci.estimate, ci.low, ci.high
+        assert lo <= est <= hi and ci.failed == 0
         covered += lo <= -1.0 <= hi
     assert covered >= 32                                  # nominal 95%: well above 80% of 40 trials
 
@@ -69,11 +70,37 @@ def test_collapse_and_coefficient_of_variation():
 def test_power_law_band_brackets_the_fit_and_vanishes_without_noise():
     x = np.array([0.5, 1.0, 2.0])
     exact = {w: np.full(4, 100 / w) for w in x}
-    low, high = power_law_band(exact, x, n_boot=50)
+    low, high = power_law_band(exact, x, n_boot=50).low, power_law_band(exact, x, n_boot=50).high
     np.testing.assert_allclose(low, 100 / x, rtol=1e-9)
     np.testing.assert_allclose(high, 100 / x, rtol=1e-9)
     rng = np.random.default_rng(0)
     noisy = {w: 100 / w * np.exp(rng.normal(0, 0.3, 8)) for w in x}
-    low, high = power_law_band(noisy, x, n_boot=200)
+    band = power_law_band(noisy, x, n_boot=200)
+    low, high = band.low, band.high
+    assert band.failed == 0
     fit = power_law_fit(*geometric_means(noisy))
     assert (low <= fit.predict(x)).all() and (fit.predict(x) <= high).all() and (high > low).all()
+
+
+def test_bootstrap_counts_failed_resamples_and_says_what_its_interval_covers():
+    points = {1.0: np.array([10.0, 0.0]), 2.0: np.array([5.0])}     # a resample of [0, 0] leaves one point
+    slope = lambda a, b: power_law_fit(a, b).params["k"]             # noqa: E731
+    ci = bootstrap(points, slope, n_boot=400, seed=3)
+    rng, fitted = np.random.default_rng(3), []                        # replay the resamples independently
+    for _ in range(400):
+        first, second = points[1.0][rng.integers(0, 2, 2)], points[2.0][rng.integers(0, 1, 1)]
+        if (first > 0).any():
+            fitted.append(np.log(second[0] / np.exp(np.log(first[first > 0]).mean())) / np.log(2.0))
+    assert ci.failed == 400 - len(fitted) and 60 < ci.failed < 140   # about a quarter
+    np.testing.assert_allclose([ci.low, ci.high], np.quantile(fitted, [0.025, 0.975]), rtol=1e-12)
+    assert f"the {len(fitted)} of 400 resamples that could be fitted ({ci.failed} failed" in ci.describe()
+    assert power_law_band(points, np.array([1.0, 2.0]), n_boot=400, seed=3).failed == ci.failed
+    calls = []
+
+    def converges_once(a, b):                                         # fits the data, no resample
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("no convergence")
+        return 0.0
+    with pytest.raises(ValueError, match="none of the 10 bootstrap resamples could be fitted"):
+        bootstrap(points, converges_once, n_boot=10)

@@ -1,4 +1,6 @@
-"""Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, local vs Ray execution."""
+"""Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, checkpoints, local vs Ray execution."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,9 +85,8 @@ def test_checkpointed_sweep_resumes_to_the_same_records(tmp_path):
     assert _records(first) == _records(again)
 
 
-def test_ray_shards_merge_to_the_single_process_result():
-    import ray
-
+def test_ray_shards_merge_to_the_single_process_result(tmp_path, capsys):
+    ray = pytest.importorskip("ray")
     specs = grid([5, 7], [0.5, 2.0], [0, 1])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                                    # Ray workers run one thread each
@@ -93,13 +94,58 @@ def test_ray_shards_merge_to_the_single_process_result():
         local = run_sweep(specs, TINY, device="cpu", progress=False)
     finally:
         torch.set_num_threads(threads)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        assert ray.cluster_resources()["CPU"] == 2
-        remote = run_sweep(specs, TINY, executor="ray", max_models=4)
+    try:                                                        # a new instance: corekit shipped in runtime_env
+        remote = run_sweep(specs, TINY, executor="ray", max_models=3, checkpoint_dir=str(tmp_path),
+                           checkpoint_every=50)
+        assert ray.get_runtime_context().runtime_env.get("py_modules")
     finally:
         ray.shutdown()
     assert _records(remote) == _records(local)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("shard ")]
+    assert len(lines) == 4 and {line.split(" done")[0] for line in lines} == {f"shard {i}/4" for i in range(1, 5)}
+    assert len(list(tmp_path.rglob("last.pt"))) == 4          # one per split shard, under the absolute folder
+
+
+def test_a_corrupt_checkpoint_is_named_and_its_shard_retrained(tmp_path):
+    specs = grid([5], [1.0], [0, 1])
+    first = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), checkpoint_every=50, progress=False)
+    (ckpt,) = tmp_path.rglob("last.pt")
+    ckpt.write_bytes(ckpt.read_bytes()[:200])                   # truncated, e.g. a full disk
+    with pytest.warns(UserWarning, match=f"checkpoint {ckpt} is unreadable .*training from step 0"):
+        again = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), checkpoint_every=50,
+                          progress=False)
+    assert _records(again) == _records(first)
+
+
+class _Payload:
+    """A pickle that runs code when loaded without weights_only: it creates a file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_checkpoint_cannot_run_code(tmp_path):
+    specs = grid([5], [1.0], [0])
+    run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    (ckpt,) = tmp_path.rglob("last.pt")
+    marker = tmp_path / "code_ran"
+    torch.save({"key": _Payload(marker)}, ckpt)
+    with pytest.warns(UserWarning, match="is unreadable"):
+        run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    assert not marker.exists()
+
+
+def test_a_relative_checkpoint_folder_is_the_callers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_sweep(grid([5], [1.0], [0]), TINY, device="cpu", checkpoint_dir="ckpt", progress=False)
+    assert list((tmp_path / "ckpt").rglob("last.pt"))
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive integer"):
+        run_sweep(grid([5], [1.0], [0]), TINY, checkpoint_every=0)
+    with pytest.raises(ValueError, match="max_models must be a positive integer"):
+        run_sweep(grid([5], [1.0], [0]), TINY, max_models=0)
 
 
 def test_unknown_executor_is_a_clear_error():

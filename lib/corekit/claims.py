@@ -3,8 +3,11 @@
 A notebook creates one :class:`Claims`, adds every headline figure it measures, shows the table at
 the end of the page and writes ``NAME.metrics.json``::
 
-    {"notebook", "parameters", "runtime_s", "claims": [{"id", "paper", "measured", "target", "pass"}],
+    {"notebook", "parameters", "runtime_s", "threads", "claims": [{"id", "paper", "measured", "target", "pass"}],
      "environment": {...}}
+
+``threads`` is torch's intra-op thread count when the file is written (None if torch was never
+imported): results on a CPU can change in the last bits with it.
 
 ``environment`` is the run record of :func:`corekit.runinfo.environment` (versions, device, threads,
 git commit, model files with their sha256). A failing claim never raises: it is shown as failing,
@@ -17,6 +20,7 @@ import inspect
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +48,12 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def _torch_threads() -> int | None:
+    """Return torch's intra-op thread count, or None when torch has not been imported."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
 
 
 def format_value(value: Any) -> str:
@@ -157,7 +167,7 @@ class Claims:
     def as_dict(self) -> dict:
         """Return the metrics-file content."""
         return {"notebook": self.notebook, "parameters": self.parameters,
-                "runtime_s": round(time.perf_counter() - self._start, 3),
+                "runtime_s": round(time.perf_counter() - self._start, 3), "threads": _torch_threads(),
                 "claims": [c.as_dict() for c in self.claims]}
 
     def write(self, path: str | os.PathLike | None = None) -> Path:

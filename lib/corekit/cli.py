@@ -1,14 +1,19 @@
 """The ``corekit`` command: execute the book's notebooks through papermill and build the book.
 
     corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish]
-    corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR]
+                                [--cell-timeout S]
+    corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR] [--cell-timeout S]
     corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
     corekit list
 
 A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
-``notebooks/NN_name.ipynb``. ``run`` writes ``DIR/NAME.ipynb`` (executed), ``DIR/NAME.metrics.json``
-(the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``) and ``DIR/figures/NAME/``.
-``book`` reuses executed notebooks whose ``source_hash`` still matches and builds static HTML.
+``notebooks/NN_name.ipynb``. ``run`` checks every parameter against what the notebook declares
+(:mod:`corekit.paramspec`) before starting a kernel, executes into a private folder beside the
+output and, on success only, moves ``NAME.ipynb``, ``figures/NAME/`` and then
+``NAME.metrics.json`` (the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``,
+written once) into ``DIR``. A failed or interrupted run is kept as ``NAME.failed.ipynb`` or
+``NAME.interrupted.ipynb`` and leaves the last complete run in place. ``book`` reuses executed
+notebooks whose ``source_hash`` still matches (re-executing a corrupt one) and builds static HTML.
 ``--publish`` and ``book --published`` are the published edition (``corekit.publish``, ``results/``).
 """
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import datetime
 import fnmatch
 import hashlib
 import json
@@ -32,6 +38,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from corekit import paramspec
 from corekit.claims import METRICS_ENV
 from corekit.parameters import ROOT_ENV, Parameter, parameters_cell, parse_parameters
 
@@ -39,7 +46,7 @@ from corekit.parameters import ROOT_ENV, Parameter, parameters_cell, parse_param
 FIGURES_ENV = "COREKIT_FIGURES"
 PROFILES = ("quick", "cpu", "paper")
 #: Modules of the command line itself: they cannot change a notebook's results, so no source_hash covers them.
-COMMAND_LINE = ("cli.py", "__main__.py", "publish.py")
+COMMAND_LINE = ("cli.py", "__main__.py", "paramspec.py", "publish.py")
 KERNEL = "python3"
 NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -58,6 +65,12 @@ class ExecutionFailed(CorekitError):
     """A notebook that raised or wrote no metrics: exit status 1."""
 
     exit_code = 1
+
+
+class Interrupted(CorekitError):
+    """A run stopped by Ctrl-C (SIGINT): exit status 130, as a shell reports it."""
+
+    exit_code = 130
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,6 +192,8 @@ def parse_value(name: str, text: str) -> Any:
         raise CorekitError(f"-p {name}: cannot parse {text!r} as YAML ({getattr(err, 'problem', err)})") from err
     if isinstance(value, str) and SCIENTIFIC.fullmatch(value):
         return float(value)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return text                            # YAML reads 2024-01-01 as a date; a notebook gets the text
     return value
 
 
@@ -190,6 +205,31 @@ def check_names(nb: Notebook, values: dict, origin: str) -> None:
         valid = ", ".join(declared) or "(none: the notebook has no cell tagged 'parameters')"
         raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} for {nb.name} (from {origin}); "
                            f"valid parameters: {valid}")
+
+
+def accepted_values(nb: Notebook) -> dict[str, paramspec.Accepts]:
+    """Return what each parameter of ``nb`` accepts, from its default and its comment's clauses."""
+    rules = {}
+    for name, param in read_parameters(nb).items():
+        try:
+            rules[name] = paramspec.accepts(param.default, param.help)
+        except paramspec.DeclarationError as err:
+            raise CorekitError(f"{nb.py.name}: parameter {name}: {err}") from err
+    return rules
+
+
+def check_values(nb: Notebook, values: dict, origin: str) -> dict:
+    """Return ``values`` checked against what ``nb`` declares (paths made absolute); raise naming the first bad one."""
+    check_names(nb, values, origin)
+    rules = accepted_values(nb)
+    checked = {}
+    for name, value in values.items():
+        try:
+            checked[name] = paramspec.check(value, rules[name], Path.cwd())
+        except ValueError as err:
+            where = f"-p {name}" if origin == "-p" else f"{origin}: {name}"
+            raise CorekitError(f"{where}: {err}") from err
+    return checked
 
 
 def profile_parameters(nb: Notebook, profile: str) -> dict:
@@ -206,13 +246,12 @@ def profile_parameters(nb: Notebook, profile: str) -> dict:
     values = yaml.safe_load(path.read_text()) or {}
     if not isinstance(values, dict):
         raise CorekitError(f"{path} must hold a mapping of NAME: VALUE, got a {type(values).__name__}")
-    check_names(nb, values, str(path.relative_to(nb.root)))
-    return values
+    return check_values(nb, values, str(path.relative_to(nb.root)))
 
 
 def effective_parameters(nb: Notebook, profile: str, overrides: dict) -> dict:
-    """Return the profile's parameters updated by the ``-p`` overrides, all names checked."""
-    check_names(nb, overrides, "-p")
+    """Return the profile's parameters updated by the ``-p`` overrides, all names and values checked."""
+    overrides = check_values(nb, overrides, "-p")
     return {**profile_parameters(nb, profile), **overrides}
 
 
@@ -266,7 +305,7 @@ def executable_ipynb(nb: Notebook) -> Iterator[Path]:
         yield path
 
 
-def run_papermill(nb: Notebook, params: dict, executed: Path) -> None:
+def run_papermill(nb: Notebook, params: dict, executed: Path, cell_timeout: float | None = None) -> None:
     """Execute ``nb`` with ``params`` into ``executed``, in the notebooks folder, with a progress bar."""
     import papermill
     from jupyter_client.kernelspec import NoSuchKernel
@@ -276,39 +315,164 @@ def run_papermill(nb: Notebook, params: dict, executed: Path) -> None:
     with executable_ipynb(nb) as source:
         try:
             papermill.execute_notebook(str(source), str(executed), parameters=params, kernel_name=KERNEL,
-                                       language="python", cwd=str(nb.folder), progress_bar=True)
+                                       language="python", cwd=str(nb.folder), progress_bar=True,
+                                       execution_timeout=cell_timeout)
         except PapermillExecutionError as err:
-            raise ExecutionFailed(f"{nb.name} failed:{err}partially executed notebook: {executed}") from err
+            raise ExecutionFailed(f"{nb.name} failed:{err}") from err
         except DeadKernelError as err:
-            raise ExecutionFailed(f"{nb.name}: the kernel died ({err}; out of memory?); "
-                                  f"partially executed notebook: {executed}") from err
+            raise ExecutionFailed(f"{nb.name}: the kernel died ({err}; out of memory?)") from err
         except NoSuchKernel as err:
             raise ExecutionFailed(f"no Jupyter kernel {KERNEL!r} here: pip install ipykernel") from err
+        except TimeoutError as err:               # nbclient's CellTimeoutError
+            raise ExecutionFailed(f"{nb.name}: a cell ran longer than --cell-timeout {cell_timeout:g} s") from err
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a run of one notebook writes in ``folder``: NAME.ipynb, NAME.metrics.json and figures/NAME/."""
+
+    folder: Path
+    name: str
+
+    @property
+    def ipynb(self) -> Path:
+        """The executed notebook."""
+        return self.folder / f"{self.name}.ipynb"
+
+    @property
+    def metrics(self) -> Path:
+        """The metrics file (claims, runtime, profile, source hash)."""
+        return self.folder / f"{self.name}.metrics.json"
+
+    @property
+    def figures(self) -> Path:
+        """The folder of the figures the notebook saved."""
+        return self.folder / "figures" / self.name
+
+    def unfinished(self, how: str) -> Path:
+        """The name a partially executed notebook is kept under: NAME.failed.ipynb or NAME.interrupted.ipynb."""
+        return self.folder / f"{self.name}.{how}.ipynb"
+
+
+def prepare_out(out: Path, option: str = "--out") -> Path:
+    """Return ``out`` made absolute and created; raise naming ``option`` unless files can be written there."""
+    out = out.expanduser().absolute()
+    if out.exists() and not out.is_dir():
+        raise CorekitError(f"{option} {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise CorekitError(f"{option} {out}: cannot write there ({err.strerror or err})") from err
+    return out.resolve()
+
+
+STAGING = re.compile(r"\.(?P<name>\w+)\.running-(?P<pid>\d+)-\w+")
+
+
+def remove_abandoned_staging(out: Path, name: str) -> None:
+    """Delete private run folders of ``name`` in ``out`` left by a corekit process that no longer exists."""
+    for folder in out.glob(f".{name}.running-*"):
+        m = STAGING.fullmatch(folder.name)
+        if m and m["name"] == name and not process_exists(int(m["pid"])):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def process_exists(pid: int) -> bool:
+    """Return whether a process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def staging_folder(out: Path, name: str) -> Iterator[Path]:
+    """Yield a new private folder in ``out`` for one run of ``name`` (same file system: moves are renames); delete it after."""
+    remove_abandoned_staging(out, name)
+    folder = Path(tempfile.mkdtemp(prefix=f".{name}.running-{os.getpid()}-", dir=out))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` as JSON to ``path`` in one step: a temporary file beside it, then ``os.replace``."""
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                     delete=False) as tmp:
+        tmp.write(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp.name, path)
 
 
 def finish_metrics(nb: Notebook, path: Path, profile: str, params: dict, runtime_s: float) -> dict:
-    """Return the notebook's metrics with runtime_s, profile and source_hash added, written back."""
+    """Return the metrics the notebook wrote to ``path`` with runtime_s, profile and source_hash added."""
     if not path.is_file():
-        raise ExecutionFailed(f"{nb.name} ran but wrote no metrics file {path}; end the notebook with "
+        raise ExecutionFailed(f"{nb.name} ran but wrote no metrics file; end the notebook with "
                               "corekit.claims.Claims(...).write()")
-    metrics = json.loads(path.read_text())
+    try:
+        metrics = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ExecutionFailed(f"{nb.name} wrote an unreadable metrics file ({err})") from err
     metrics.update(runtime_s=round(runtime_s, 3), profile=profile, source_hash=source_hash(nb, params))
-    path.write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
 
 
-def execute(nb: Notebook, profile: str, params: dict, out: Path) -> dict:
-    """Return the metrics of ``nb`` executed into ``out`` (NAME.ipynb, NAME.metrics.json, figures/NAME)."""
-    out = out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    executed, metrics_path = out / f"{nb.name}.ipynb", out / f"{nb.name}.metrics.json"
-    metrics_path.unlink(missing_ok=True)
+def keep_unfinished(run: Outputs, final: Outputs, how: str) -> Path | None:
+    """Return where the partially executed notebook of ``run`` was kept (``final.unfinished(how)``), None if none."""
+    if not run.ipynb.is_file():
+        return None
+    kept = final.unfinished(how)
+    os.replace(run.ipynb, kept)
+    return kept
+
+
+def commit_outputs(run: Outputs, final: Outputs, metrics: dict) -> None:
+    """Move a finished run into place: notebook and figures (stale ones removed), then the metrics, written once."""
+    final.metrics.unlink(missing_ok=True)      # until the new metrics land, the folder reads as not executed
+    if final.figures.exists():
+        shutil.rmtree(final.figures)
+    if run.figures.exists():
+        final.figures.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(run.figures, final.figures)
+    os.replace(run.ipynb, final.ipynb)
+    for how in ("failed", "interrupted"):
+        final.unfinished(how).unlink(missing_ok=True)
+    write_json_atomic(final.metrics, metrics)
+
+
+def execute(nb: Notebook, profile: str, params: dict, out: Path, cell_timeout: float | None = None) -> dict:
+    """Return the metrics of ``nb`` executed into ``out`` (NAME.ipynb, NAME.metrics.json, figures/NAME), all or nothing."""
+    out = prepare_out(out)
+    final = Outputs(out, nb.name)
     shown = " ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) or "notebook defaults"
-    print(f"executing {nb.name} on the {profile} profile ({shown}) -> {executed}", flush=True)
+    print(f"executing {nb.name} on the {profile} profile ({shown}) -> {final.ipynb}", flush=True)
     start = time.perf_counter()
-    with environ(**{METRICS_ENV: str(metrics_path), FIGURES_ENV: str(out / "figures" / nb.name)}):
-        run_papermill(nb, params, executed)
-    return finish_metrics(nb, metrics_path, profile, params, time.perf_counter() - start)
+    with staging_folder(out, nb.name) as folder:
+        run = Outputs(folder, nb.name)
+        try:
+            with environ(**{METRICS_ENV: str(run.metrics), FIGURES_ENV: str(run.figures)}):
+                run_papermill(nb, params, run.ipynb, cell_timeout)
+            metrics = finish_metrics(nb, run.metrics, profile, params, time.perf_counter() - start)
+        except ExecutionFailed as err:
+            kept = keep_unfinished(run, final, "failed")
+            raise ExecutionFailed(f"{err}" + (f"\npartially executed notebook: {kept}" if kept else "")
+                                  + unchanged_note(final)) from err
+        except KeyboardInterrupt as err:
+            kept = keep_unfinished(run, final, "interrupted")
+            raise Interrupted(f"{nb.name} interrupted" + (f"; partially executed notebook: {kept}" if kept else "")
+                              + unchanged_note(final)) from err
+        commit_outputs(run, final, metrics)
+    return metrics
+
+
+def unchanged_note(final: Outputs) -> str:
+    """Return a note that the last complete run in ``final`` is untouched ('' when there is none)."""
+    return f"; the last complete run ({final.metrics.name}) is unchanged" if final.metrics.is_file() else ""
 
 
 def _short(value: Any, width: int = 48) -> str:
@@ -344,10 +508,12 @@ def default_dir(root: Path, kind: str, profile: str) -> Path:
     return root / "_build" / kind / profile
 
 
-def run_all(root: Path, profile: str, overrides: dict, out: Path, publish: bool = False) -> int:
+def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: float | None = None,
+            publish: bool = False) -> int:
     """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed.
 
-    With ``publish``, each notebook that succeeds replaces its published run in ``results/``.
+    Every notebook's parameters are checked before the first one starts. With ``publish``, each
+    notebook that succeeds replaces its published run in ``results/``.
     """
     names = notebook_names(root)
     if not names:
@@ -358,14 +524,18 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, publish: bool 
         valid = sorted({p for params in declared.values() for p in params})
         raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} (from -p): no notebook declares "
                            f"it; valid parameters: {', '.join(valid) or '(none)'}")
+    params = {name: effective_parameters(Notebook(root, name), profile,
+                                         {k: v for k, v in overrides.items() if k in declared[name]})
+              for name in names}
+    out = prepare_out(out)
     failed = []
     for name in names:
-        nb = Notebook(root, name)
-        mine = {k: v for k, v in overrides.items() if k in declared[name]}
         try:
-            print(summary(execute(nb, profile, effective_parameters(nb, profile, mine), out)), flush=True)
+            print(summary(execute(Notebook(root, name), profile, params[name], out, cell_timeout)), flush=True)
             if publish:
                 publish_executed(root, name, out)
+        except Interrupted:
+            raise
         except CorekitError as err:
             print(f"corekit: error: {err}", file=sys.stderr, flush=True)
             failed.append(name)
@@ -383,39 +553,68 @@ def publish_executed(root: Path, name: str, out: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``corekit run``: execute one notebook (or all) and print its claims (``--publish``: into results/)."""
+    """``corekit run``: check the parameters, execute one notebook (or all), print its claims (``--publish``: into results/)."""
     root = find_root()
     overrides = parse_overrides(args.parameter)
     if args.publish and overrides:
         raise CorekitError("--publish takes no -p overrides: a published run is a profile run; put the values in "
                            "notebooks/params/cpu/NAME.yaml or notebooks/params/paper/NAME.yaml")
-    out = (args.out or default_dir(root, "executed", args.profile)).resolve()
+    out = prepare_out(args.out or default_dir(root, "executed", args.profile))
     if args.notebook == "all":
-        return run_all(root, args.profile, overrides, out, publish=args.publish)
+        return run_all(root, args.profile, overrides, out, args.cell_timeout, publish=args.publish)
     nb = get_notebook(root, args.notebook)
-    metrics = execute(nb, args.profile, effective_parameters(nb, args.profile, overrides), out)
+    metrics = execute(nb, args.profile, effective_parameters(nb, args.profile, overrides), out, args.cell_timeout)
     print(summary(metrics))
     if args.publish:
         publish_executed(root, nb.name, out)
     return 0
 
 
-def is_current(nb: Notebook, profile: str, params: dict, executed_dir: Path) -> bool:
-    """Return whether ``executed_dir`` holds ``nb`` executed from the current sources and parameters."""
-    metrics_path = executed_dir / f"{nb.name}.metrics.json"
-    if not (metrics_path.is_file() and (executed_dir / f"{nb.name}.ipynb").is_file()):
+def read_metrics(path: Path) -> dict | None:
+    """Return the metrics file at ``path``, or None (saying why) when it is missing, unreadable or incomplete."""
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_text())
+        if not isinstance(metrics, dict) or not {"claims", "source_hash", "profile"} <= metrics.keys():
+            raise ValueError("it lacks claims, source_hash or profile")
+    except (OSError, ValueError) as err:           # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        print(f"corekit: {path} is corrupt ({err}); executing again", file=sys.stderr, flush=True)
+        return None
+    return metrics
+
+
+def readable_notebook(path: Path) -> bool:
+    """Return whether ``path`` is a notebook nbformat can read and validate (saying why when it is not)."""
+    import nbformat
+
+    try:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    except (OSError, ValueError, nbformat.ValidationError) as err:
+        print(f"corekit: {path} is corrupt ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+              "executing again", file=sys.stderr, flush=True)
         return False
-    metrics = json.loads(metrics_path.read_text())
-    return metrics.get("profile") == profile and metrics.get("source_hash") == source_hash(nb, params)
+    return True
 
 
-def ensure_executed(nb: Notebook, profile: str, executed_dir: Path) -> None:
-    """Execute ``nb`` into ``executed_dir`` unless a copy executed from the current sources is there."""
+def is_current(nb: Notebook, profile: str, params: dict, executed_dir: Path) -> bool:
+    """Return whether ``executed_dir`` holds ``nb`` executed from the current sources and parameters, readable."""
+    done = Outputs(executed_dir, nb.name)
+    if not done.ipynb.is_file():
+        return False
+    metrics = read_metrics(done.metrics)
+    if metrics is None or metrics.get("profile") != profile or metrics.get("source_hash") != source_hash(nb, params):
+        return False
+    return readable_notebook(done.ipynb)
+
+
+def ensure_executed(nb: Notebook, profile: str, executed_dir: Path, cell_timeout: float | None = None) -> None:
+    """Execute ``nb`` into ``executed_dir`` unless a readable copy executed from the current sources is there."""
     params = effective_parameters(nb, profile, {})
     if is_current(nb, profile, params, executed_dir):
         print(f"{nb.name}: reusing {executed_dir / nb.name}.ipynb (sources and parameters unchanged)")
         return
-    print(summary(execute(nb, profile, params, executed_dir)), flush=True)
+    print(summary(execute(nb, profile, params, executed_dir, cell_timeout)), flush=True)
 
 
 def staged_config(config: dict) -> dict:
@@ -501,15 +700,17 @@ def cmd_book(args: argparse.Namespace) -> int:
     root = find_root()
     if args.published:
         executed_dir = (args.executed or default_dir(root, "executed", "quick")).resolve()
-        out = (args.out or default_dir(root, "book", "published")).resolve()
+        out = prepare_out(args.out or default_dir(root, "book", "published"))
         html = publish.build_published(root, out, executed_dir, fallback=args.fallback_quick)
         print(f"book: {html} (open {html / 'index.html'})")
         return 0
-    executed_dir = (args.executed or default_dir(root, "executed", args.profile)).resolve()
-    out = (args.out or default_dir(root, "book", args.profile)).resolve()
+    executed_dir = prepare_out(args.executed or default_dir(root, "executed", args.profile), "--executed")
+    out = prepare_out(args.out or default_dir(root, "book", args.profile))
     names = toc_notebooks(root)
     for name in names:
-        ensure_executed(Notebook(root, name), args.profile, executed_dir)
+        effective_parameters(Notebook(root, name), args.profile, {})    # every profile checked before any run
+    for name in names:
+        ensure_executed(Notebook(root, name), args.profile, executed_dir, args.cell_timeout)
     runs = {name: publish.executed_run(executed_dir, name) for name in names}
     stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
     publish.decorate(root, stage, runs, {})
@@ -535,10 +736,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _add_profile(parser: argparse.ArgumentParser) -> None:
-    """Add the ``--profile`` option."""
+    """Add the ``--profile`` and ``--cell-timeout`` options."""
     parser.add_argument("--profile", choices=PROFILES, default="quick",
                         help="quick: the notebook's defaults (CPU, minutes); cpu: notebooks/params/cpu/NAME.yaml "
                              "(closest to the paper that fits a 2-core CPU); paper: notebooks/params/paper/NAME.yaml")
+    parser.add_argument("--cell-timeout", type=positive_seconds, metavar="S",
+                        help="fail a run whose cell takes longer than S seconds (default: no limit)")
+
+
+def positive_seconds(text: str) -> float:
+    """Return ``text`` as a positive finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -574,10 +788,23 @@ COMMANDS = {"run": cmd_run, "book": cmd_book, "list": cmd_list}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``corekit`` command line; return its exit status."""
+    """Run the ``corekit`` command line; return its exit status (every failure ends in one message)."""
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except CorekitError as err:
-        print(f"corekit: error: {err}", file=sys.stderr)
-        return err.exit_code
+        return fail(str(err), err.exit_code)
+    except KeyboardInterrupt:
+        return fail("interrupted", Interrupted.exit_code)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error when Python flushes
+        return fail("output closed before the command finished (broken pipe)", 1)
+    except OSError as err:
+        return fail(str(err), 1)
+
+
+def fail(message: str, code: int) -> int:
+    """Print ``corekit: error: MESSAGE`` to stderr (if it is still open); return ``code``."""
+    with contextlib.suppress(OSError):
+        print(f"corekit: error: {message}", file=sys.stderr, flush=True)
+    return code

@@ -2,11 +2,13 @@
 
 One :class:`BatchedTransformer` holds M independently initialised models (one seed each) and runs
 them together with batched matmuls, so an ensemble trains as one program. Model m's slice of every
-parameter is initialised from ``torch.Generator().manual_seed(seeds[m])``, so an ensemble of seeds
-``[s0, s1]`` holds exactly the models that ensembles ``[s0]`` and ``[s1]`` would.
+parameter is initialised from ``torch.Generator().manual_seed(seeds[m])``, and model m's dropout
+masks come from its own generator seeded from ``seeds[m]`` (:func:`dropout_seed`), so an ensemble of
+seeds ``[s0, s1]`` holds and trains exactly the models that ensembles ``[s0]`` and ``[s1]`` would.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
@@ -68,6 +70,11 @@ class TransformerConfig:
         return asdict(self)
 
 
+def dropout_seed(seed: int) -> int:
+    """Return the seed of the dropout generator of the model initialised from ``seed`` (a separate stream)."""
+    return int.from_bytes(hashlib.sha256(f"dropout:{seed}".encode()).digest()[:8], "little") >> 1
+
+
 def _layer_norm(x: Tensor, gain: Tensor | None, bias: Tensor | None, eps: float = 1e-5) -> Tensor:
     """Return LayerNorm of x (M, ..., D) with per-model gain / bias (M, D)."""
     x = F.layer_norm(x, x.shape[-1:], eps=eps)
@@ -121,6 +128,7 @@ class BatchedTransformer(nn.Module):
             gen = torch.Generator().manual_seed(seed)
             for name, (shape, kind) in shapes.items():
                 self.params[name.replace(".", "_")].data[m] = self._init(name, shape, kind, gen)
+        self._dropout_generators: list[torch.Generator] = []
 
     def _init(self, name: str, shape: tuple[int, ...], kind: str, gen: torch.Generator) -> Tensor:
         """Return one model's initial value of the parameter ``name`` of ``shape`` (scales: ``config.init``)."""
@@ -144,6 +152,31 @@ class BatchedTransformer(nn.Module):
         """Return the stacked parameter ``name`` (e.g. "0.W_Q"), or None if the config has none."""
         key = name.replace(".", "_")
         return self.params[key] if key in self.params else None
+
+    def dropout_generators(self, device: torch.device) -> list[torch.Generator]:
+        """Return one dropout generator per model on ``device``, seeded from its seed when first used there."""
+        device = torch.device(device)
+        if not self._dropout_generators or self._dropout_generators[0].device != device:
+            self._dropout_generators = [torch.Generator(device).manual_seed(dropout_seed(s)) for s in self.seeds]
+        return self._dropout_generators
+
+    def dropout_state(self) -> dict:
+        """Return the dropout generators' device and states (one uint8 tensor per model) for a checkpoint."""
+        gens = self.dropout_generators(next(self.parameters()).device)
+        return {"device": str(gens[0].device), "states": [g.get_state() for g in gens]}
+
+    def load_dropout_state(self, state: dict) -> None:
+        """Restore the dropout generators from :meth:`dropout_state`."""
+        for g, saved in zip(self.dropout_generators(torch.device(state["device"])), state["states"], strict=True):
+            g.set_state(saved)
+
+    def _dropout(self, x: Tensor) -> Tensor:
+        """Return x (M, ...) after dropout in training mode, model m's mask drawn from its own generator."""
+        rate = self.config.dropout
+        if not (self.training and rate > 0):
+            return x
+        masks = [torch.rand(x.shape[1:], generator=g, device=x.device) for g in self.dropout_generators(x.device)]
+        return x * (torch.stack(masks) >= rate) / (1 - rate)
 
     def weight_matrices(self) -> Tensor:
         """Return every model's matrices (embeddings, attention, MLP, unembedding) flattened: (M, P)."""
@@ -186,7 +219,7 @@ class BatchedTransformer(nn.Module):
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.config.d_head)   # (M, B, H, T', T)
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)[T - last:]
         pattern = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        pattern = F.dropout(pattern, self.config.dropout, self.training)
+        pattern = self._dropout(pattern)
         out = torch.einsum("mbhte,mhed->mbtd", pattern @ v, self.p(f"{i}.W_O"))
         b_O = self.p(f"{i}.b_O")
         return out if b_O is None else out + b_O[:, None, None, :]
@@ -196,13 +229,13 @@ class BatchedTransformer(nn.Module):
         hidden = torch.einsum("mbtd,mdf->mbtf", x, self.p(f"{i}.W_in"))
         if self.p(f"{i}.b_in") is not None:
             hidden = hidden + self.p(f"{i}.b_in")[:, None, None, :]
-        hidden = F.dropout(F.relu(hidden), self.config.dropout, self.training)
+        hidden = self._dropout(F.relu(hidden))
         out = torch.einsum("mbtf,mfd->mbtd", hidden, self.p(f"{i}.W_out"))
         return out if self.p(f"{i}.b_out") is None else out + self.p(f"{i}.b_out")[:, None, None, :]
 
     def _block(self, i: int, x: Tensor, last: int | None = None, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
         """Return the residual stream (M, B, T', D) after layer i at the last T' = ``last`` (default: all) positions."""
-        drop = lambda y: F.dropout(y, self.config.dropout, self.training)  # noqa: E731
+        drop = self._dropout
         ln = lambda y, j: _layer_norm(y, self.p(f"{i}.ln{j}_w"), self.p(f"{i}.ln{j}_b"))  # noqa: E731
         kept = x if last is None else x[:, :, x.shape[-2] - last:]
         if self.config.norm == "post":
@@ -231,7 +264,7 @@ class BatchedTransformer(nn.Module):
         W_E = self.p("W_E")
         x = torch.gather(W_E, 1, tokens.reshape(M, B * T, 1).expand(-1, -1, W_E.shape[-1]))
         x = x.view(M, B, T, -1) + self.p("W_pos")[:, None, :T, :]
-        x = F.dropout(x, self.config.dropout, self.training)
+        x = self._dropout(x)
         if last is not None and not 1 <= last <= T:
             raise ValueError(f"last must be between 1 and the sequence length {T}, got {last!r}")
         tabulate = B > self.config.vocab and not (self.training and self.config.dropout > 0)

@@ -80,36 +80,70 @@ def _resample(points: Mapping[float, np.ndarray], rng: np.random.Generator) -> d
     return {x: t[rng.integers(0, len(t), len(t))] if len(t) else t for x, t in points.items()}
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A bootstrap estimate with its percentile interval over the ``n_boot − failed`` resamples that could be fitted.
+
+    A resample fails when it leaves fewer than two points with a grokked run (or the fit raises);
+    ``failed`` counts them. With ``failed > 0`` the interval is conditional on a fit existing (it
+    is computed on the resamples that fit, not on all of them), which :meth:`describe` says.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    n_boot: int
+    failed: int
+
+    def describe(self, level: float = 0.95) -> str:
+        """Return the interval's basis in words, e.g. "95% interval over 1000 resamples"."""
+        if not self.failed:
+            return f"{level:.0%} interval over {self.n_boot} resamples"
+        return (f"{level:.0%} interval over the {self.n_boot - self.failed} of {self.n_boot} resamples that "
+                f"could be fitted ({self.failed} failed; the interval is conditional on a fit)")
+
+
+@dataclass(frozen=True)
+class Band:
+    """A bootstrap band: ``low`` and ``high`` (n,) over the resamples that could be fitted, and how many ``failed``."""
+
+    low: np.ndarray
+    high: np.ndarray
+    n_boot: int
+    failed: int
+
+
+def _resampled_values(points: Mapping[float, np.ndarray], compute: Callable[[np.ndarray, np.ndarray], object],
+                      n_boot: int, seed: int) -> tuple[list, int]:
+    """Return (``compute(x, geometric means)`` of every resample that could be fitted, how many could not)."""
+    rng, values, failed = np.random.default_rng(seed), [], 0
+    for _ in range(n_boot):
+        try:
+            values.append(compute(*geometric_means(_resample(points, rng))))
+        except (ValueError, RuntimeError):        # too few points left to fit, or no convergence
+            failed += 1
+    if not values:
+        raise ValueError(f"none of the {n_boot} bootstrap resamples could be fitted")
+    return values, failed
+
+
 def bootstrap(points: Mapping[float, np.ndarray], statistic: Callable[[np.ndarray, np.ndarray], float],
-              n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """Return (estimate, low, high): ``statistic(x, geometric means)`` and its percentile interval over seed resamples."""
+              n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> Interval:
+    """Return ``statistic(x, geometric means)`` with its percentile interval over seed resamples, failures counted."""
     if not 0 < level < 1 or n_boot < 10:
         raise ValueError(f"level must be in (0, 1) and n_boot >= 10, got {level!r}, {n_boot!r}")
     estimate = statistic(*geometric_means(points))
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(n_boot):
-        resampled = _resample(points, rng)
-        try:
-            draws.append(statistic(*geometric_means(resampled)))
-        except (ValueError, RuntimeError):        # a resample can leave too few points to fit
-            continue
+    draws, failed = _resampled_values(points, statistic, n_boot, seed)
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    return float(estimate), float(lo), float(hi)
+    return Interval(float(estimate), float(lo), float(hi), n_boot, failed)
 
 
 def power_law_band(points: Mapping[float, np.ndarray], xs, n_boot: int = 1000, level: float = 0.95,
-                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Return (low, high) (n,): the percentile band of bootstrap power-law fits evaluated at xs (n,)."""
-    rng, preds = np.random.default_rng(seed), []
-    for _ in range(n_boot):
-        resampled = _resample(points, rng)
-        try:
-            preds.append(power_law_fit(*geometric_means(resampled)).predict(xs))
-        except ValueError:
-            continue
+                   seed: int = 0) -> Band:
+    """Return the percentile band (n,) of bootstrap power-law fits evaluated at xs (n,), failures counted."""
+    preds, failed = _resampled_values(points, lambda x, g: power_law_fit(x, g).predict(xs), n_boot, seed)
     low, high = np.quantile(preds, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return low, high
+    return Band(low, high, n_boot, failed)
 
 
 def collapse_values(p, weight_decay, tau) -> np.ndarray:

@@ -159,11 +159,12 @@ def shard_problem(specs: Sequence[RunSpec], settings: SweepSettings,
 
 def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "auto",
               checkpoint_dir: str | None = None, threads: int | None = None,
-              progress: bool = True) -> list[RunResult]:
+              progress: bool = True, checkpoint_every: int = 1000) -> list[RunResult]:
     """Return the results of runs sharing one p and batch size, trained as one batched program.
 
-    With ``checkpoint_dir`` the shard checkpoints every 1000 steps under a folder named by its
-    specs and settings, and a repeated call resumes (or, once finished, only re-reads) it.
+    With ``checkpoint_dir`` the shard checkpoints every ``checkpoint_every`` steps under a folder
+    named by its specs and settings, and a repeated call resumes (or, once finished, only re-reads)
+    it; an unreadable checkpoint is named in a warning and its shard trained again from step 0.
     """
     if not specs or len({(s.p, s.batch_size) for s in specs}) != 1:
         raise ValueError("a shard needs at least one run, all with the same p and batch_size")
@@ -171,12 +172,13 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
         torch.set_num_threads(threads)
     p, batch_size = specs[0].p, specs[0].batch_size
     model, train, test = shard_problem(specs, settings, device)
-    folder = None if checkpoint_dir is None else str(Path(checkpoint_dir) / f"p{p}_b{batch_size}_{_shard_key(specs, settings)}")
+    folder = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve()
+                                                     / f"p{p}_b{batch_size}_{_shard_key(specs, settings)}")
     history = train_ensemble(
         model, train, test, steps=settings.max_steps, batch_size=batch_size or None, lr=settings.lr,
         betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], eval_every=settings.eval_every,
-        eval_train_size=len(train), checkpoint_dir=folder, stop=StopAfterGrokking(settings.threshold, settings.margin),
-        progress=progress)
+        eval_train_size=len(train), checkpoint_dir=folder, checkpoint_every=checkpoint_every,
+        stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress)
     t_train, t_test = grokking_times(history, settings.threshold)
     train_acc, test_acc = history.curve("train_acc"), history.curve("test_acc")
     results = []
@@ -192,39 +194,69 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
 
 def run_sweep(specs: Sequence[RunSpec], settings: SweepSettings, *, executor: str = "local",
               device: str = "auto", max_models: int | None = None, checkpoint_dir: str | None = None,
-              ray_address: str | None = None, progress: bool = True) -> list[RunResult]:
+              checkpoint_every: int = 1000, ray_address: str | None = None, progress: bool = True) -> list[RunResult]:
     """Return one RunResult per spec (in the order given), the shards run here or as Ray tasks.
 
     ``executor="local"`` runs the shards one after the other on ``device``. ``executor="ray"``
     submits each shard as a Ray task (``num_gpus=1`` on a cluster with GPUs, else one CPU and one
     thread each), connecting to ``ray_address`` or starting a local instance; the records are merged
     back into grid order, so figures and claims do not depend on where the shards ran.
+    ``max_models`` splits a shard into programs of at most that many models (more, smaller tasks).
+    ``checkpoint_dir`` is made absolute here, so every worker writes to the same place.
     """
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    if max_models is not None and (int(max_models) != max_models or max_models < 1):
+        raise ValueError(f"max_models must be a positive integer or None, got {max_models!r}")
+    if int(checkpoint_every) != checkpoint_every or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
     parts = shards(specs, max_models)
+    folder = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve())
     if executor == "local":
-        done = [run_shard(part, settings, device, checkpoint_dir, progress=progress) for part in parts]
+        done = [run_shard(part, settings, device, folder, progress=progress, checkpoint_every=checkpoint_every)
+                for part in parts]
     else:
-        done = _run_on_ray(parts, settings, checkpoint_dir, ray_address)
+        done = _run_on_ray(parts, settings, folder, checkpoint_every, ray_address, progress)
     by_spec = {r.spec: r for part in done for r in part}
     return [by_spec[s] for s in specs]
 
 
 def _run_on_ray(parts: list[list[RunSpec]], settings: SweepSettings, checkpoint_dir: str | None,
-                ray_address: str | None) -> list[list[RunResult]]:
-    """Return the shards' results, each shard run as one Ray task."""
+                checkpoint_every: int, ray_address: str | None, progress: bool) -> list[list[RunResult]]:
+    """Return the shards' results (in ``parts`` order), each shard one Ray task, a line per finished shard.
+
+    A new Ray instance gets this copy of ``corekit`` in its ``runtime_env`` (``py_modules``), so
+    cluster workers run the same library as the driver without installing it.
+    """
     try:
         import ray
     except ImportError as err:
         raise ImportError("executor='ray' needs Ray: pip install 'corekit[scale]'") from err
     if not ray.is_initialized():
-        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"py_modules": [str(Path(__file__).resolve().parent)]})
     gpus = ray.cluster_resources().get("GPU", 0)
     task = ray.remote(run_shard).options(num_gpus=1 if gpus else 0, num_cpus=1, max_retries=1)
     device = "cuda" if gpus else "cpu"
-    refs = [task.remote(part, settings, device, checkpoint_dir, None if gpus else 1, False) for part in parts]
-    return ray.get(refs)
+    refs = [task.remote(part, settings, device, checkpoint_dir, None if gpus else 1, False, checkpoint_every)
+            for part in parts]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: list[list[RunResult] | None] = [None] * len(refs)
+    pending = list(refs)
+    while pending:
+        (ready,), pending = ray.wait(pending, num_returns=1)
+        i = index[ready]
+        results[i] = ray.get(ready)
+        if progress:
+            print(shard_line(len(refs) - len(pending), len(refs), parts[i], results[i]), flush=True)
+    return results
+
+
+def shard_line(done: int, total: int, specs: Sequence[RunSpec], results: Sequence[RunResult]) -> str:
+    """Return the progress line of a finished shard: count, modulus, batch size, models, steps, censored runs."""
+    censored = sum(r.censored for r in results)
+    return (f"shard {done}/{total} done: p={specs[0].p}, batch {specs[0].batch_size or 'full'}, "
+            f"{len(specs)} models, {max(r.steps_run for r in results)} steps, {censored} censored")
 
 
 def results_table(results: Sequence[RunResult]) -> list[dict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -20,6 +21,9 @@ from torch import Tensor
 from tqdm import tqdm
 
 from corekit.models import BatchedTransformer
+
+#: What a checkpoint written by :func:`train_ensemble` holds.
+CHECKPOINT_KEYS = frozenset({"key", "step", "model", "opt", "history", "dropout"})
 
 
 @dataclass
@@ -169,6 +173,26 @@ def _run_key(model: BatchedTransformer, train: Dataset, **settings) -> str:
     return h.hexdigest()[:16]
 
 
+def load_checkpoint(path: Path, device: torch.device) -> dict | None:
+    """Return the checkpoint at ``path`` (tensors and plain values only), or None if absent or unreadable.
+
+    Loaded with ``weights_only=True``, so a file in a shared folder cannot run code; an unreadable
+    (truncated, corrupt or foreign) file is named in a warning and the run starts from step 0.
+    """
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+        if not (isinstance(state, dict) and CHECKPOINT_KEYS <= state.keys()):
+            raise ValueError("not a checkpoint written by corekit.train")
+    except Exception as err:  # torch.load raises many types (RuntimeError, EOFError, UnpicklingError, ...)
+        reason = (str(err).strip().splitlines() or [""])[0]
+        warnings.warn(f"checkpoint {path} is unreadable ({type(err).__name__}: {reason}); training from step 0",
+                      stacklevel=3)
+        return None
+    return state
+
+
 def train_ensemble(
     model: BatchedTransformer,
     train: Dataset,
@@ -193,8 +217,9 @@ def train_ensemble(
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
     the first ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay``
     are one number or one per model.
-    With ``checkpoint_dir`` the run saves its state every ``checkpoint_every`` steps and, when called
-    again with the same model, data and settings, resumes from the last checkpoint. ``stop(history)``,
+    With ``checkpoint_dir`` (made absolute against the current folder) the run saves its state,
+    dropout generators included, every ``checkpoint_every`` steps and, when called again with the same
+    model, data and settings, resumes from the last checkpoint and ends with the same numbers. ``stop(history)``,
     asked after every evaluation, ends the run early when it returns True.
     """
     device = next(model.parameters()).device
@@ -212,22 +237,21 @@ def train_ensemble(
     history, step = History(), 0
     snapshot_steps = set(int(s) for s in snapshot_steps)
 
-    ckpt = Path(checkpoint_dir) / "last.pt" if checkpoint_dir is not None else None
+    ckpt = Path(checkpoint_dir).expanduser().resolve() / "last.pt" if checkpoint_dir is not None else None
     key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
                    wd=[(k, v.tolist()) for k, v in wd_schedule])
-    if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state["key"] == key and state["step"] <= steps:
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["opt"])
-            history, step = state["history"], state["step"]
-            torch.set_rng_state(state["rng"])
+    state = load_checkpoint(ckpt, device) if ckpt is not None else None
+    if state is not None and state["key"] == key and state["step"] <= steps:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        model.load_dropout_state(state["dropout"])
+        history, step = History(**state["history"]), state["step"]
 
     def save_checkpoint() -> None:
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         tmp = ckpt.with_suffix(".tmp")
         torch.save({"key": key, "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
-                    "history": history, "rng": torch.get_rng_state()}, tmp)
+                    "history": vars(history), "dropout": model.dropout_state()}, tmp)
         os.replace(tmp, ckpt)
 
     def record() -> None:
