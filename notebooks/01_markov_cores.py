@@ -71,11 +71,7 @@ if chains["paper"].shape != chains["deficient"].shape:
 if len(seeds) < 2 or len(set(seeds)) != len(seeds):
     raise ValueError(f"seeds must list at least two distinct seeds to compare models, got {seeds}")
 dev = default_device(device)
-claims = Claims("01_markov_cores", parameters=dict(
-    transition=transition, transition_deficient=transition_deficient, seeds=seeds, seq_len=seq_len,
-    n_train=n_train, n_test=n_test, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, dropout=dropout, lr=lr,
-    epochs=epochs, batch_size=batch_size, energy_threshold=energy_threshold, data_seed=data_seed,
-    device=str(dev)))
+claims = Claims("01_markov_cores", resolved={"device": str(dev)})
 
 # %% [markdown]
 # ## Two chains, and what an ideal predictor achieves
@@ -267,7 +263,7 @@ plt.show()
 
 # %%
 identified = {}
-for name, (chain, model) in ensembles.items():
+for name, (chain, _model) in ensembles.items():
     res, T = results[name], chains[chain]
     control = name != chain
     fit = dict(eigs=[], err=[], r2=[])
@@ -313,7 +309,7 @@ pairs = [(a, b) for a in range(M) for b in range(a + 1, M)]
 weight_cos = metrics.cosine_matrix(models["paper"].weight_matrices()).cpu().numpy()
 weight_cos_init = metrics.cosine_matrix(untrained.weight_matrices()).cpu().numpy()
 compared = {}
-for name, (chain, model) in ensembles.items():
+for name, (chain, _model) in ensembles.items():
     res = results[name]
     ranks_used = [expected_rank[chain] if name != chain else int(r) for r in res.rank]
     z = res.coordinates("test", max(ranks_used)).flatten(1, 2)

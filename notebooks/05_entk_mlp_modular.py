@@ -78,10 +78,7 @@ n_eig = max(top_k, 2 * n_cliff + 2)            # both cliffs and the eigenvalue 
 dev = default_device(device)
 if dev.type == "cpu" and cpu_threads:
     torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims = Claims("05_entk_mlp_modular", parameters=dict(
-    p=p, width=width, train_frac=train_frac, lr=lr, weight_decay=weight_decay, betas=betas, epochs=epochs,
-    seed=seed, data_seed=data_seed, top_k=top_k, eval_every=eval_every, n_log_snapshots=n_log_snapshots,
-    n_dense_snapshots=n_dense_snapshots, device=str(dev), cpu_threads=cpu_threads))
+claims = Claims("05_entk_mlp_modular", resolved={"device": str(dev)})
 
 # %% [markdown]
 # ## Training

@@ -73,6 +73,7 @@ from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule,
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import check_modulus, modular_addition
+from corekit import train
 from corekit.train import Dataset, train_ensemble
 
 plots.use_style()
@@ -84,11 +85,7 @@ if not seeds or len(set(seeds)) != len(seeds):
 dev = default_device(device)
 if dev.type == "cpu" and cpu_threads:
     torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims = Claims("06_entk_transformer_modular", parameters=dict(
-    p=p, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, train_frac=train_frac, lr=lr, weight_decay=weight_decay,
-    betas=betas, batch_size=batch_size, epochs=epochs, seeds=seeds, data_seed=data_seed, init=init, top_k=top_k,
-    eval_every_epochs=eval_every_epochs, n_log_snapshots=n_log_snapshots, n_dense_snapshots=n_dense_snapshots,
-    smooth_window=smooth_window, device=str(dev), cpu_threads=cpu_threads))
+claims = Claims("06_entk_transformer_modular", resolved={"device": str(dev)})
 
 # %% [markdown]
 # ## Training
@@ -105,7 +102,7 @@ test_set = Dataset(tokens[task.test_idx], task.labels[task.test_idx])
 config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
                            norm="none", bias=False, n_out=p, init=init)
 model = BatchedTransformer(config, seeds=seeds).to(dev)
-steps_per_epoch = max(1, len(train_set) // batch_size)
+steps_per_epoch = train.steps_per_epoch(len(train_set), batch_size)
 eval_every = eval_every_epochs * steps_per_epoch
 history = train_ensemble(model, train_set, test_set, steps=epochs * steps_per_epoch, batch_size=batch_size, lr=lr,
                          weight_decay=weight_decay, betas=tuple(betas), eval_every=eval_every,

@@ -142,7 +142,8 @@ def test_operator_r2_is_sklearn_r2_in_whitened_coordinates_and_coordinate_free()
     from sklearn.metrics import r2_score
     gen = torch.Generator().manual_seed(3)
     A = torch.tensor([[0.6, -0.3, 0.0], [0.2, 0.5, 0.1], [0.0, 0.1, -0.4]], dtype=torch.float64)
-    z_now = torch.randn(1, 5000, 3, generator=gen, dtype=torch.float64) @ torch.diag(torch.tensor([3.0, 1.0, 0.2], dtype=torch.float64))
+    scales = torch.diag(torch.tensor([3.0, 1.0, 0.2], dtype=torch.float64))
+    z_now = torch.randn(1, 5000, 3, generator=gen, dtype=torch.float64) @ scales
     z_next = z_now @ A.T + 0.5 * torch.randn(1, 5000, 3, generator=gen, dtype=torch.float64)
     A_fit = ace.fit_transition_operator(z_now, z_next)
     r2 = float(ace.operator_r2(z_now, z_next, A_fit)[0])

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from corekit.curves import (first_step_reaching, grid_spacing, grokking_step, moving_average, snapshot_schedule,
-                            steepest_rise)
+from corekit.curves import first_step_reaching, grid_spacing, grokking_step, moving_average, snapshot_schedule, steepest_rise
 from corekit.models import BatchedQuadraticMLP
 from corekit.tasks.modular import modular_addition
 from corekit.train import train_mse

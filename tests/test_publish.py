@@ -19,10 +19,10 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
 
 from corekit import cli, publish, runinfo
 from corekit.claims import Claims
-from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
 
 FRESH, STALE = "00_tiny", "01_tiny"
 ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",

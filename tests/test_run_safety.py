@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tinyrepo import REPO, corekit, make_repo
 
 from corekit import cli
-from tinyrepo import REPO, corekit, make_repo
 
 NAME = "00_slow"
 SLOW_NOTEBOOK = '''\

@@ -129,7 +129,10 @@ def grokking_times(history: History, threshold: float = GROKKING_THRESHOLD) -> t
 
 
 class StopAfterGrokking:
-    """Stop rule for :func:`corekit.train.train_ensemble`: True once every model has held test accuracy ≥ threshold for ``margin`` steps."""
+    """Stop rule for :func:`corekit.train.train_ensemble`: True once every model has held test accuracy ≥ threshold.
+
+    "Held" means for ``margin`` steps.
+    """
 
     def __init__(self, threshold: float, margin: int):
         self.threshold, self.margin = threshold, margin
