@@ -10,7 +10,7 @@ import pytest
 import yaml
 from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
 
-from corekit import cli
+from corekit import book, cli
 
 # Every test here runs the command line on a throwaway book, most of them executing a notebook.
 pytestmark = pytest.mark.notebook
@@ -75,9 +75,9 @@ def test_failing_claim_does_not_fail_the_run(override_run):
 
 def test_source_hash_depends_on_the_parameters(repo, override_run):
     _, out = override_run
-    nb = cli.Notebook(repo, TINY)
-    assert load_metrics(out)["source_hash"] == cli.source_hash(nb, {"scale": 3, "matrix": MATRIX})
-    assert cli.source_hash(nb, {"scale": 3}) != cli.source_hash(nb, {"scale": 4})
+    nb = book.Notebook(repo, TINY)
+    assert load_metrics(out)["source_hash"] == book.source_hash(nb, {"scale": 3, "matrix": MATRIX})
+    assert book.source_hash(nb, {"scale": 3}) != book.source_hash(nb, {"scale": 4})
 
 
 def test_failing_cell_fails_the_run_and_keeps_the_partial_notebook(repo, tmp_path):
@@ -175,12 +175,12 @@ def test_list_shows_parameters_and_defaults(repo):
     ("{a: 1}", {"a": 1}),
 ])
 def test_parameter_values_are_yaml(text, value):
-    assert cli.parse_value("x", text) == value
+    assert book.parse_value("x", text) == value
 
 
 def test_unparsable_value_names_the_parameter():
-    with pytest.raises(cli.CorekitError, match=r"-p transition: cannot parse '\[\[0.5' as YAML"):
-        cli.parse_value("transition", "[[0.5")
+    with pytest.raises(book.CorekitError, match=r"-p transition: cannot parse '\[\[0.5' as YAML"):
+        book.parse_value("transition", "[[0.5")
 
 
 def test_parameters_cell_parsing():
@@ -197,15 +197,15 @@ def test_toc_order_and_notebooks(tmp_path):
                                                                 "sections": [{"file": "book/x"}]}]},
         {"caption": "B", "chapters": [{"file": "book/bibliography"}]}]}
     (tmp_path / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
-    assert cli.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x",
+    assert book.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x",
                                        "book/bibliography"]
-    with pytest.raises(cli.CorekitError, match="_toc.yml lists notebooks/00_tiny but no such .py exists"):
-        cli.toc_notebooks(tmp_path)
+    with pytest.raises(book.CorekitError, match="_toc.yml lists notebooks/00_tiny but no such .py exists"):
+        book.toc_notebooks(tmp_path)
 
 
 def test_staged_config_turns_execution_off_and_keeps_the_ipynb():
-    root_config = yaml.safe_load((cli.find_root() / "_config.yml").read_text())
-    staged = cli.staged_config(root_config)
+    root_config = yaml.safe_load((book.find_root() / "_config.yml").read_text())
+    staged = book.staged_config(root_config)
     assert staged["execute"]["execute_notebooks"] == "off"
     assert "notebooks/*.ipynb" not in staged["exclude_patterns"] and "_build" in staged["exclude_patterns"]
     assert "nb_custom_formats" not in staged["sphinx"]["config"]
@@ -219,7 +219,7 @@ def test_staged_notebooks_show_each_progress_bar_once():
                {"output_type": "stream", "name": "stderr", "text": "\n"},
                {"output_type": "stream", "name": "stdout", "text": "a\rb\nc\n"},
                {"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}}]
-    tidy = cli.tidy_streams(outputs)
+    tidy = book.tidy_streams(outputs)
     assert [o.get("text") for o in tidy] == ["train: 100%|\n", "b\nc\n", None]
     assert outputs[0]["text"] == "\rtrain:   0%|"  # the executed notebook is left as it is
 
@@ -230,20 +230,20 @@ def test_source_hash_covers_the_library_but_not_the_command_line(tmp_path):
     (library / "tasks").mkdir(parents=True)
     for name in ("cli.py", "ace.py", "tasks/markov.py"):
         (library / name).write_text("x = 1\n")
-    nb = cli.Notebook(root, TINY)
-    before = cli.source_hash(nb, {})
+    nb = book.Notebook(root, TINY)
+    before = book.source_hash(nb, {})
     (library / "cli.py").write_text("x = 2\n")
-    assert cli.source_hash(nb, {}) == before
+    assert book.source_hash(nb, {}) == before
     (library / "tasks" / "markov.py").write_text("x = 2\n")
-    assert cli.source_hash(nb, {}) != before
+    assert book.source_hash(nb, {}) != before
 
 
 def test_staged_book_resolves_every_literalinclude(tmp_path):
     import ast
     import re
 
-    root = cli.find_root()
-    stage = cli.stage_book(root, {}, tmp_path / "stage")
+    root = book.find_root()
+    stage = book.stage_book(root, {}, tmp_path / "stage")
     includes = [(page, path, obj) for page in (stage / "book").glob("*.md")
                 for path, obj in re.findall(r"```\{literalinclude\} (\S+)\n(?:.*\n)*?:pyobject: (\S+)", page.read_text())]
     assert includes, "expected the method pages to include library code"

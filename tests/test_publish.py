@@ -21,7 +21,8 @@ import pytest
 import yaml
 from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
 
-from corekit import cli, publish, runinfo
+from corekit import book as bookfiles
+from corekit import publish, runinfo
 from corekit.claims import Claims
 
 FRESH, STALE = "00_tiny", "01_tiny"
@@ -229,7 +230,7 @@ PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.jso
 def test_published_run_is_complete(name):
     run = publish.published_run(REPO, name)
     metrics = run.metrics
-    assert metrics["notebook"] == name and metrics["profile"] in cli.PROFILES
+    assert metrics["notebook"] == name and metrics["profile"] in bookfiles.PROFILES
     assert ENVIRONMENT_KEYS <= set(metrics.get("environment", {})), f"{name}: no environment block"
     assert run.ipynb.is_file() and run.ipynb.stat().st_size <= publish.SIZE_WARNING_BYTES
     ids = [c["id"] for c in metrics["claims"]]

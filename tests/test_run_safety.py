@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tinyrepo import REPO, corekit, make_repo
 
-from corekit import cli
+from corekit import book, cli
 
 NAME = "00_slow"
 SLOW_NOTEBOOK = '''\
@@ -119,8 +119,8 @@ def test_bad_value_is_one_line_naming_the_parameter_before_any_kernel(repo, tmp_
 
 def test_good_values_pass_and_paths_become_absolute(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    nb = cli.Notebook(repo, NAME)
-    params = cli.effective_parameters(nb, "quick", {"seeds": [0, 5, 9], "betas": [0, 0.5], "rate": 0, "lr": 3,
+    nb = book.Notebook(repo, NAME)
+    params = book.effective_parameters(nb, "quick", {"seeds": [0, 5, 9], "betas": [0, 0.5], "rate": 0, "lr": 3,
                                                     "layers": None, "transition": [[1, 0], [0, 1]],
                                                     "checkpoint_dir": "ckpt", "norm": "post"})
     assert params["checkpoint_dir"] == str(tmp_path / "ckpt")     # not notebooks/ckpt, the kernel's folder
@@ -159,22 +159,22 @@ def test_the_books_notebooks_declare_what_they_accept(tmp_path, capsys, monkeypa
 
 
 def test_every_default_and_paper_profile_satisfies_its_declarations():
-    for name in cli.notebook_names(REPO):
-        nb = cli.Notebook(REPO, name)
-        rules = cli.accepted_values(nb)
-        for param in cli.read_parameters(nb).values():
+    for name in book.notebook_names(REPO):
+        nb = book.Notebook(REPO, name)
+        rules = book.accepted_values(nb)
+        for param in book.read_parameters(nb).values():
             cli.paramspec.check(cli.paramspec.ast.literal_eval(param.default), rules[param.name], REPO)
         if nb.paper_profile.is_file():
-            cli.effective_parameters(nb, "paper", {})
+            book.effective_parameters(nb, "paper", {})
 
 
 def test_papermill_reads_every_declared_parameter():
     from papermill.translators import PythonTranslator
 
-    for name in cli.notebook_names(REPO):
-        nb = cli.Notebook(REPO, name)
+    for name in book.notebook_names(REPO):
+        nb = book.Notebook(REPO, name)
         seen = {p.name for p in PythonTranslator.inspect({"source": cli.parameters_cell(nb.py)})}
-        assert seen == set(cli.read_parameters(nb)), f"papermill cannot read some of {name}'s parameter lines"
+        assert seen == set(book.read_parameters(nb)), f"papermill cannot read some of {name}'s parameter lines"
 
 
 @pytest.mark.parametrize("where", ["file", "under_file", "proc"])
@@ -248,7 +248,7 @@ def test_run_is_published_whole_and_removes_stale_figures(repo, good_run):
     assert sorted(first) == [f"{NAME}.ipynb", f"{NAME}.metrics.json"] + [f"figures/{NAME}/figure_{k}.png"
                                                                           for k in range(3)]
     metrics = json.loads(first[f"{NAME}.metrics.json"])
-    assert metrics["source_hash"] == cli.source_hash(cli.Notebook(repo, NAME), {"figures": 3})
+    assert metrics["source_hash"] == book.source_hash(book.Notebook(repo, NAME), {"figures": 3})
     done = corekit("run", NAME, "-p", "figures", "1", "--out", str(out), root=repo)
     assert done.returncode == 0, done.stderr
     assert sorted(outputs(out)) == [f"{NAME}.ipynb", f"{NAME}.metrics.json", f"figures/{NAME}/figure_0.png"]
@@ -301,8 +301,8 @@ def test_failed_and_timed_out_runs_are_kept_as_failed(repo, good_run):
 @pytest.mark.parametrize("corrupt", ["metrics_truncated", "metrics_without_hash", "ipynb_truncated"])
 def test_book_names_a_corrupt_input_and_executes_again(repo, good_run, capsys, corrupt):
     out, _ = good_run
-    nb = cli.Notebook(repo, NAME)
-    params = cli.effective_parameters(nb, "quick", {})
+    nb = book.Notebook(repo, NAME)
+    params = book.effective_parameters(nb, "quick", {})
     metrics_path, ipynb = out / f"{NAME}.metrics.json", out / f"{NAME}.ipynb"
     corekit("run", NAME, "--out", str(out), root=repo)       # the defaults, as `book` runs them
     assert cli.is_current(nb, "quick", params, out)

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from corekit import cli
+from corekit import book
 from corekit.claims import format_value
 
 #: Folder of the published runs, under the book's root.
@@ -92,7 +92,7 @@ def tidy_notebook(source: Path, target: Path) -> int:
     notebook = nbformat.read(source, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            cell.outputs = cli.tidy_streams(cell.outputs)
+            cell.outputs = book.tidy_streams(cell.outputs)
     nbformat.write(notebook, target)
     return target.stat().st_size
 
@@ -147,18 +147,18 @@ def duration(seconds: float | None) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def stale_reason(nb: cli.Notebook, metrics: dict) -> str | None:
+def stale_reason(nb: book.Notebook, metrics: dict) -> str | None:
     """Return why the run no longer matches the current sources, or None when its source_hash still does."""
     try:
-        params = cli.effective_parameters(nb, metrics.get("profile", "quick"), {})
-    except cli.CorekitError as err:
+        params = book.effective_parameters(nb, metrics.get("profile", "quick"), {})
+    except book.CorekitError as err:
         return f"its profile cannot be read any more ({err})"
-    if metrics.get("source_hash") != cli.source_hash(nb, params):
+    if metrics.get("source_hash") != book.source_hash(nb, params):
         return "the notebook, the library or the profile's parameters changed since this run"
     return None
 
 
-def record_markdown(nb: cli.Notebook, run: Run) -> str:
+def record_markdown(nb: book.Notebook, run: Run) -> str:
     """Return the MyST markdown of the run record that opens a chapter (with a warning when stale)."""
     metrics = run.metrics
     env = metrics.get("environment") or {}
@@ -281,8 +281,8 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str
 def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dict]) -> None:
     """Open each staged chapter with its run record and write the results page (if ``_toc.yml`` lists it)."""
     for name, run in runs.items():
-        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(cli.Notebook(root, name), run))
-    if RESULTS_PAGE not in cli.toc_files(root):
+        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(book.Notebook(root, name), run))
+    if RESULTS_PAGE not in book.toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
     gallery_dir.mkdir(parents=True, exist_ok=True)
@@ -323,16 +323,16 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
     if missing:
         how = " or pass --fallback-quick to show their executed quick runs" if fallback is None else \
             f" (no executed quick run in {fallback} either: corekit run NAME --out {fallback})"
-        raise cli.CorekitError(f"no published run of {', '.join(missing)} in {root / RESULTS}: publish with "
+        raise book.CorekitError(f"no published run of {', '.join(missing)} in {root / RESULTS}: publish with "
                                f"`corekit run NAME --profile cpu|paper --publish`{how}")
     return runs
 
 
 def build_published(root: Path, out: Path, executed_dir: Path, fallback: bool) -> Path:
     """Return the HTML folder of the book built from ``results/`` alone (nothing is executed)."""
-    names = cli.toc_notebooks(root)
+    names = book.toc_notebooks(root)
     runs = published_runs(root, names, executed_dir if fallback else None)
-    stage = cli.stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+    stage = book.stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
     decorate(root, stage, runs, quick_metrics(executed_dir, names))
-    return cli.build_html(stage, out)
+    return book.build_html(stage, out)
 
