@@ -239,6 +239,19 @@ def test_published_run_is_complete(name):
     assert not missing, f"{name}: the published run lacks claims its source declares: {missing}"
 
 
+@pytest.mark.book
+@pytest.mark.skipif(not PUBLISHED, reason="results/ holds no published run yet")
+def test_the_published_edition_builds_from_the_committed_runs(tmp_path):
+    """`corekit book --published` on this repository: every chapter of _toc.yml published, -W clean, nothing executed."""
+    done = corekit("book", "--published", "--out", str(tmp_path / "site"), root=REPO, timeout=BUILD_TIMEOUT_S)
+    assert done.returncode == 0, f"corekit book --published failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "executing" not in done.stdout, "book --published executed a notebook"
+    html = tmp_path / "site" / "_build" / "html"
+    for name in bookfiles.toc_notebooks(REPO):
+        assert (html / "notebooks" / f"{name}.html").is_file(), f"{name} was not built"
+    assert (html / "book" / "results.html").is_file()
+
+
 def test_declared_claims_reads_literal_and_formatted_ids(tmp_path):
     py = tmp_path / "nb.py"
     py.write_text('claims.add("a", 1, target="t")\nfor m in ms:\n    claims.add(f"b[{m}]", 2, target="t")\n'
