@@ -1,7 +1,6 @@
-"""The ``corekit`` command: execute the book's notebooks through papermill and build the book.
+"""The ``corekit`` command: execute the book's notebooks through papermill and build the book::
 
-    corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish]
-                                [--cell-timeout S]
+    corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish] [--cell-timeout S]
     corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR] [--cell-timeout S]
     corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
     corekit list
