@@ -10,7 +10,7 @@ import pytest
 import yaml
 from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
 
-from corekit import book, cli
+from corekit import book, parameters
 
 # Every test here runs the command line on a throwaway book, most of them executing a notebook.
 pytestmark = pytest.mark.notebook
@@ -185,9 +185,9 @@ def test_unparsable_value_names_the_parameter():
 
 def test_parameters_cell_parsing():
     source = "a = 1  # one\nb: list = [[1, 2],\n  [3, 4]]\nc = d = 'x'\n"
-    params = cli.parse_parameters(source)
+    params = parameters.parse_parameters(source)
     assert list(params) == ["a", "b", "c", "d"]
-    assert params["a"] == cli.Parameter("a", "1", "one")
+    assert params["a"] == parameters.Parameter("a", "1", "one")
     assert params["b"].default == "[[1, 2], [3, 4]]"
 
 

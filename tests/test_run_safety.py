@@ -6,6 +6,7 @@ last complete run in place, and `book` names a corrupt executed notebook or metr
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from tinyrepo import REPO, corekit, make_repo
 
-from corekit import book, cli
+from corekit import book, cli, parameters, paramspec
 
 NAME = "00_slow"
 SLOW_NOTEBOOK = '''\
@@ -76,7 +77,7 @@ def no_kernel(monkeypatch):
 
 def run_in_process(capsys, monkeypatch, root: Path, *args: str) -> tuple[int, str]:
     """Return (exit status, stderr) of ``corekit ARGS`` run in this process on the book at ``root``."""
-    monkeypatch.setenv(cli.ROOT_ENV, str(root))
+    monkeypatch.setenv(parameters.ROOT_ENV, str(root))
     code = cli.main(list(args))
     return code, capsys.readouterr().err
 
@@ -163,7 +164,7 @@ def test_every_default_and_paper_profile_satisfies_its_declarations():
         nb = book.Notebook(REPO, name)
         rules = book.accepted_values(nb)
         for param in book.read_parameters(nb).values():
-            cli.paramspec.check(cli.paramspec.ast.literal_eval(param.default), rules[param.name], REPO)
+            paramspec.check(ast.literal_eval(param.default), rules[param.name], REPO)
         if nb.paper_profile.is_file():
             book.effective_parameters(nb, "paper", {})
 
@@ -173,7 +174,7 @@ def test_papermill_reads_every_declared_parameter():
 
     for name in book.notebook_names(REPO):
         nb = book.Notebook(REPO, name)
-        seen = {p.name for p in PythonTranslator.inspect({"source": cli.parameters_cell(nb.py)})}
+        seen = {p.name for p in PythonTranslator.inspect({"source": parameters.parameters_cell(nb.py)})}
         assert seen == set(book.read_parameters(nb)), f"papermill cannot read some of {name}'s parameter lines"
 
 
