@@ -117,9 +117,9 @@ if ((dry)); then
     step 01_paper 300 "${run[@]}" 01_markov_cores "${runs[@]}" -p epochs 1 -p n_train 64 -p n_test 64 \
         -p seq_len 8 -p d_model 16 -p d_mlp 32 -p seeds '[0, 100]'
     step 05_paper 300 "${run[@]}" 05_entk_mlp_modular "${runs[@]}" -p p 5 -p width 16 -p epochs 10 \
-        -p n_snapshots 3 -p top_k 25 -p eval_every 5
+        -p n_log_snapshots 2 -p n_dense_snapshots 2 -p top_k 25 -p eval_every 5
     step 06_paper 300 "${run[@]}" 06_entk_transformer_modular "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 \
-        -p epochs 10 -p n_snapshots 3 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
+        -p epochs 10 -p n_log_snapshots 2 -p n_dense_snapshots 2 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
     step 02_slice 300 "${run[@]}" 02_grokking_cores "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
         -p fork_epoch 5 -p n_checkpoints 2 -p seeds '[0]'
     step B2 300 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[7]' \
