@@ -122,8 +122,8 @@ if ((dry)); then
         -p epochs 10 -p n_log_snapshots 2 -p n_dense_snapshots 2 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
     step 02_slice 300 "${run[@]}" 02_grokking_cores "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
         -p fork_epoch 5 -p n_checkpoints 2 -p seeds '[0]'
-    step B2 300 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[7]' \
-        -p weight_decays '[1.0]' -p omega_p 7 -p seeds '[0]' -p max_steps 20 -p eval_every 10 -p margin 5 \
+    step B2 300 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[5, 7]' \
+        -p weight_decays '[1.0, 2.0]' -p omega_p 7 -p seeds '[0]' -p max_steps 20 -p eval_every 10 -p margin 5 \
         --loop-steps 2 "${bench[@]}"
 else
     # GPU sizes (the benchmarks' CUDA defaults), the paper profiles, then B2 with what is left.
