@@ -224,18 +224,27 @@ def test_staged_notebooks_show_each_progress_bar_once():
     assert outputs[0]["text"] == "\rtrain:   0%|"  # the executed notebook is left as it is
 
 
-def test_source_hash_covers_the_library_but_not_the_command_line(tmp_path):
-    root = make_repo(tmp_path, {TINY: tiny_notebook(TINY)})
+def test_source_hash_covers_what_the_notebook_imports_and_nothing_else(tmp_path):
+    source = tiny_notebook(TINY).replace("# %%\n", "# %%\nfrom corekit import ace\n", 1)
+    root = make_repo(tmp_path, {TINY: source})
     library = root / "lib" / "corekit"
     (library / "tasks").mkdir(parents=True)
-    for name in ("cli.py", "ace.py", "tasks/markov.py"):
-        (library / name).write_text("x = 1\n")
+    (library / "data").mkdir()
+    files = {"__init__.py": "", "cli.py": "x = 1\n", "lm.py": "x = 1\n", "tasks/__init__.py": "",
+             "ace.py": "from .tasks.markov import x\n", "tasks/markov.py": "x = 1\n", "data/corpus.jsonl": "{}\n"}
+    for name, text in files.items():
+        (library / name).write_text(text)
     nb = book.Notebook(root, TINY)
+    assert {p.relative_to(library).as_posix() for p in book.library_closure(nb)} == \
+        {"__init__.py", "ace.py", "tasks/__init__.py", "tasks/markov.py"}
     before = book.source_hash(nb, {})
-    (library / "cli.py").write_text("x = 2\n")
-    assert book.source_hash(nb, {}) == before
-    (library / "tasks" / "markov.py").write_text("x = 2\n")
-    assert book.source_hash(nb, {}) != before
+    for unrelated in ("cli.py", "lm.py"):  # the command line, and a module the notebook never imports
+        (library / unrelated).write_text("x = 2\n")
+        assert book.source_hash(nb, {}) == before, unrelated
+    for name, text in (("tasks/markov.py", "x = 2\n"), ("data/corpus.jsonl", "[]\n")):
+        (library / name).write_text(text)
+        assert book.source_hash(nb, {}) != before, name
+        before = book.source_hash(nb, {})
 
 
 def test_staged_book_resolves_every_literalinclude(tmp_path):

@@ -9,6 +9,7 @@ A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth
 """
 from __future__ import annotations
 
+import ast
 import copy
 import datetime
 import fnmatch
@@ -247,11 +248,62 @@ def library_dir(root: Path) -> Path:
     return root / "lib" / "corekit" if (root / "lib" / "corekit").is_dir() else Path(__file__).resolve().parent
 
 
-def source_hash(nb: Notebook, params: dict) -> str:
-    """Return the sha256 (hex) over the notebook's .py, the library's modules and the parameters."""
+def _module_file(library: Path, parts: list[str]) -> Path | None:
+    """Return the file of library module ``corekit.<parts>`` (a module or a package's __init__), or None."""
+    base = library.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if parts and candidate.is_file():
+            return candidate
+    return library / "__init__.py" if not parts else None
+
+
+def _imported_modules(library: Path, path: Path) -> set[Path]:
+    """Return the library files that ``path`` imports directly (anywhere in it), with their parent packages."""
+    package = path.relative_to(library).parent.parts if path.is_relative_to(library) else ()
+    wanted: list[list[str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            wanted += [alias.name.split(".")[1:] for alias in node.names if alias.name.split(".")[0] == "corekit"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[:len(package) - node.level + 1]) + (node.module or "").split(".")
+            elif (node.module or "").split(".")[0] == "corekit":
+                base = node.module.split(".")[1:]
+            else:
+                continue
+            base = [part for part in base if part]
+            wanted += [base] + [base + [alias.name] for alias in node.names]
+    files = set()
+    for parts in wanted:
+        for depth in range(len(parts) + 1):  # importing corekit.a.b runs corekit/__init__ and corekit/a/__init__
+            found = _module_file(library, parts[:depth])
+            if found is not None:
+                files.add(found)
+    return files
+
+
+def library_closure(nb: Notebook) -> list[Path]:
+    """Return the library files the notebook's .py imports, directly or through other library modules."""
     library = library_dir(nb.root)
-    modules = {p.relative_to(library).as_posix(): p for p in library.rglob("*.py")}
-    files = [(nb.py.name, nb.py)] + sorted((name, p) for name, p in modules.items() if name not in COMMAND_LINE)
+    seen: set[Path] = set()
+    todo = [nb.py]
+    while todo:
+        for found in _imported_modules(library, todo.pop()):
+            if found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return sorted(seen)
+
+
+def source_hash(nb: Notebook, params: dict) -> str:
+    """Return the sha256 (hex) over the notebook's .py, the library modules it imports, the package data and the parameters.
+
+    The command line's own modules (:data:`COMMAND_LINE`) are left out: they cannot change a result.
+    """
+    library = library_dir(nb.root)
+    modules = [(p.relative_to(library).as_posix(), p) for p in library_closure(nb)]
+    data = [(p.relative_to(library).as_posix(), p) for p in sorted(library.glob("data/**/*")) if p.is_file()]
+    files = [(nb.py.name, nb.py)] + [(name, p) for name, p in modules + data if name not in COMMAND_LINE]
     digest = hashlib.sha256()
     for name, path in files:
         digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
