@@ -231,14 +231,15 @@ def test_source_hash_covers_what_the_notebook_imports_and_nothing_else(tmp_path)
     (library / "tasks").mkdir(parents=True)
     (library / "data").mkdir()
     files = {"__init__.py": "", "cli.py": "x = 1\n", "lm.py": "x = 1\n", "tasks/__init__.py": "",
-             "ace.py": "from .tasks.markov import x\n", "tasks/markov.py": "x = 1\n", "data/corpus.jsonl": "{}\n"}
+             "ace.py": "from .tasks.markov import x\n", "tasks/markov.py": "x = 1\nCORPUS = 'corpus.jsonl'\n",
+             "data/corpus.jsonl": "{}\n", "data/other.jsonl": "{}\n"}
     for name, text in files.items():
         (library / name).write_text(text)
     nb = book.Notebook(root, TINY)
     assert {p.relative_to(library).as_posix() for p in book.library_closure(nb)} == \
         {"__init__.py", "ace.py", "tasks/__init__.py", "tasks/markov.py"}
     before = book.source_hash(nb, {})
-    for unrelated in ("cli.py", "lm.py"):  # the command line, and a module the notebook never imports
+    for unrelated in ("cli.py", "lm.py", "data/other.jsonl"):  # the command line, and files the notebook never reads
         (library / unrelated).write_text("x = 2\n")
         assert book.source_hash(nb, {}) == before, unrelated
     for name, text in (("tasks/markov.py", "x = 2\n"), ("data/corpus.jsonl", "[]\n")):

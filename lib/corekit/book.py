@@ -296,13 +296,16 @@ def library_closure(nb: Notebook) -> list[Path]:
 
 
 def source_hash(nb: Notebook, params: dict) -> str:
-    """Return the sha256 (hex) over the notebook's .py, the library modules it imports, the package data and the parameters.
+    """Return the sha256 (hex) over the notebook's .py, the library modules it imports, the data they name and the parameters.
 
     The command line's own modules (:data:`COMMAND_LINE`) are left out: they cannot change a result.
     """
     library = library_dir(nb.root)
-    modules = [(p.relative_to(library).as_posix(), p) for p in library_closure(nb)]
-    data = [(p.relative_to(library).as_posix(), p) for p in sorted(library.glob("data/**/*")) if p.is_file()]
+    closure = library_closure(nb)
+    code = "".join(p.read_text() for p in closure)
+    modules = [(p.relative_to(library).as_posix(), p) for p in closure]
+    data = [(p.relative_to(library).as_posix(), p) for p in sorted(library.glob("data/**/*"))
+            if p.is_file() and p.name in code]  # package data that a module of the closure names
     files = [(nb.py.name, nb.py)] + [(name, p) for name, p in modules + data if name not in COMMAND_LINE]
     digest = hashlib.sha256()
     for name, path in files:
