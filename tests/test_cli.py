@@ -242,7 +242,7 @@ def test_source_hash_covers_what_the_notebook_imports_and_nothing_else(tmp_path)
     for unrelated in ("cli.py", "lm.py", "data/other.jsonl"):  # the command line, and files the notebook never reads
         (library / unrelated).write_text("x = 2\n")
         assert book.source_hash(nb, {}) == before, unrelated
-    for name, text in (("tasks/markov.py", "x = 2\n"), ("data/corpus.jsonl", "[]\n")):
+    for name, text in (("tasks/markov.py", "x = 2\nCORPUS = 'corpus.jsonl'\n"), ("data/corpus.jsonl", "[]\n")):
         (library / name).write_text(text)
         assert book.source_hash(nb, {}) != before, name
         before = book.source_hash(nb, {})
