@@ -37,13 +37,22 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """What every run of a sweep shares: the model, the optimizer, the split and the step budget."""
+    """What every run of a sweep shares: the model, the optimizer, the split and the step budget.
+
+    The model fields are those of :class:`~corekit.models.TransformerConfig`; ``equals_token`` feeds
+    [a, b, =] (False: [a, b], the ACE authors' format).
+    """
 
     d_model: int = 128
     n_heads: int = 4
     d_mlp: int = 512
     n_layers: int = 1
     norm: str = "none"
+    dropout: float = 0.0
+    causal: bool = True
+    qkv_bias: bool = False
+    init: str = "fan_in"
+    equals_token: bool = True
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
     train_frac: float = 0.5
@@ -153,10 +162,12 @@ def shard_problem(specs: Sequence[RunSpec], settings: SweepSettings,
     """Return (the shard's untrained ensemble on ``device``, its training pairs, its test pairs) for runs of one p."""
     p = specs[0].p
     task = modular_addition(p, settings.train_frac, seed=settings.data_seed)
-    x, y = task.tokens(), task.labels
+    x, y = task.tokens(settings.equals_token), task.labels
     train, test = Dataset(x[task.train_idx], y[task.train_idx]), Dataset(x[task.test_idx], y[task.test_idx])
-    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=settings.d_model, n_heads=settings.n_heads,
-                               d_mlp=settings.d_mlp, n_layers=settings.n_layers, norm=settings.norm, n_out=p)
+    config = TransformerConfig(vocab=p + int(settings.equals_token), n_ctx=x.shape[1], d_model=settings.d_model,
+                               n_heads=settings.n_heads, d_mlp=settings.d_mlp, n_layers=settings.n_layers,
+                               norm=settings.norm, dropout=settings.dropout, causal=settings.causal,
+                               qkv_bias=settings.qkv_bias, init=settings.init, n_out=p)
     return BatchedTransformer(config, [s.seed for s in specs]).to(default_device(device)), train, test
 
 
