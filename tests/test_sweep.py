@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.sweep import (RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus, run_sweep,
+from corekit.sweep import (RunResult, RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus, run_sweep,
                            shard_problem, shards)
 from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, History, train_ensemble
@@ -98,6 +98,19 @@ def test_the_authors_model_and_input_format_reach_the_shard():
     together = run_sweep(grid([5], [0.5, 2.0], [0, 1]), settings, device="cpu", progress=False)
     apart = run_sweep(grid([5], [0.5, 2.0], [0, 1]), settings, device="cpu", max_models=1, progress=False)
     assert _records(together) == _records(apart)                # dropout too depends only on each run's seed
+
+
+def test_censored_runs_enter_at_their_lower_bound_only_when_asked():
+    def run(w, seed, t_train, tau):
+        return RunResult(p=5, weight_decay=w, seed=seed, batch_size=0, t_train=t_train, t_test=None if tau is None
+                         else t_train + tau, tau=tau, censored=tau is None, steps_run=400, steps=[], train_acc=[],
+                         test_acc=[])
+    results = [run(1.0, 0, 10.0, 90.0), run(1.0, 1, 30.0, None), run(2.0, 0, None, None)]
+    assert results[1].tau_lower_bound == 370.0 and results[2].tau_lower_bound == 400.0
+    assert results[0].tau_lower_bound == 90.0
+    dropped, bounded = point_taus(results, "weight_decay"), point_taus(results, "weight_decay", censored_as_bound=True)
+    assert dropped[1.0].tolist() == [90.0] and dropped[2.0].tolist() == []
+    assert bounded[1.0].tolist() == [90.0, 370.0] and bounded[2.0].tolist() == [400.0]
 
 
 def test_checkpointed_sweep_resumes_to_the_same_records(tmp_path):

@@ -93,6 +93,13 @@ class RunResult:
     test_acc: list[float] = field(repr=False)
 
     @property
+    def tau_lower_bound(self) -> float:
+        """Return τ, or for a censored run the least τ its budget allows: steps run − t_train (t_train 0 if never fitted)."""
+        if not self.censored:
+            return self.tau
+        return self.steps_run - (self.t_train or 0.0)
+
+    @property
     def spec(self) -> RunSpec:
         """Return the grid point this run belongs to."""
         return RunSpec(self.p, self.weight_decay, self.seed, self.batch_size)
@@ -279,8 +286,11 @@ def results_table(results: Sequence[RunResult]) -> list[dict]:
     return [{k: getattr(r, k) for k in keys} for r in results]
 
 
-def point_taus(results: Sequence[RunResult], key: str) -> dict[float, np.ndarray]:
-    """Return {value of ``key`` ("p" or "weight_decay"): τ of the uncensored runs (n,)}, sorted by value."""
+def point_taus(results: Sequence[RunResult], key: str, censored_as_bound: bool = False) -> dict[float, np.ndarray]:
+    """Return {value of ``key`` ("p" or "weight_decay"): τ of the uncensored runs (n,)}, sorted by value.
+
+    With ``censored_as_bound`` a censored run enters at its :attr:`RunResult.tau_lower_bound` instead of being left out.
+    """
     if key not in ("p", "weight_decay"):
         raise ValueError(f"key must be 'p' or 'weight_decay', got {key!r}")
     out: dict[float, list[float]] = {}
@@ -288,4 +298,6 @@ def point_taus(results: Sequence[RunResult], key: str) -> dict[float, np.ndarray
         out.setdefault(getattr(r, key), [])
         if not r.censored and r.tau is not None and math.isfinite(r.tau):
             out[getattr(r, key)].append(r.tau)
+        elif r.censored and censored_as_bound:
+            out[getattr(r, key)].append(r.tau_lower_bound)
     return {k: np.asarray(v, dtype=float) for k, v in sorted(out.items())}
