@@ -67,6 +67,7 @@ lr = 2e-3  # range: (0, inf)
 betas = [0.9, 0.98]  # length: 2; range: [0, 1)
 weight_decay = 2.0  # range: [0, inf)
 batch_size = 0  # range: [0, inf); 0: full batch
+drop_last = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
 epochs = 2000  # range: [1, inf)
 fork_epoch = 250  # range: [0, inf)
 reset_optimizer_at_fork = True  # the ω→0 branch starts a fresh AdamW state at the fork
@@ -101,7 +102,8 @@ claims = Claims("02_grokking_cores", resolved={"device": str(dev)})
 # ## Training both branches at once
 #
 # Models $0 \dots S-1$ keep weight decay $\omega$; models $S \dots 2S-1$ are the same seeds with
-# weight decay switched to 0 at `fork_epoch`. `batch_size = 0` means full batch (one step per epoch).
+# weight decay switched to 0 at `fork_epoch`. `batch_size = 0` means full batch (one step per epoch);
+# with `drop_last = False` an epoch ends with the shorter remainder batch, as the authors' data loader does.
 # Checkpoints are every `checkpoint_every` epochs up to `dense_until`, then every
 # `checkpoint_every_after` (the authors: 100 and 500 up to and after epoch 2,000), plus the fork.
 
@@ -114,7 +116,7 @@ config = TransformerConfig(vocab=p + int(equals_token), n_ctx=x.shape[1], d_mode
                            d_mlp=d_mlp, n_layers=n_layers, norm=norm, dropout=dropout, causal=causal,
                            qkv_bias=qkv_bias, init=init, n_out=p)
 model = BatchedTransformer(config, seeds + seeds).to(dev)
-epoch_steps = steps_per_epoch(len(train_set), batch_size)
+epoch_steps = steps_per_epoch(len(train_set), batch_size, drop_last)
 steps, fork_step = epochs * epoch_steps, fork_epoch * epoch_steps
 checkpoint_epochs = set(range(0, min(dense_until, epochs) + 1, checkpoint_every))
 checkpoint_epochs |= set(range(dense_until, epochs + 1, checkpoint_every_after)) if dense_until < epochs else set()
@@ -122,6 +124,7 @@ checkpoints = sorted({e * epoch_steps for e in checkpoint_epochs} | {fork_step, 
 history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=batch_size or None, lr=lr,
                          betas=tuple(betas), weight_decay={0: weight_decay, fork_step: [weight_decay] * S + [0.0] * S},
                          optimizer_reset={fork_step: [False] * S + [True] * S} if reset_optimizer_at_fork else None,
+                         drop_last=drop_last,
                          eval_every=max(1, steps // 100), snapshot_steps=checkpoints)
 test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")      # (steps, 2S)
 

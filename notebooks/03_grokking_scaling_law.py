@@ -53,6 +53,7 @@ weight_decays = [1.0, 1.5, 2.0]  # length: 2 or more; range: (0, inf)
 omega_p = 53  # range: [3, inf); a prime
 omega_batch_size = 0  # range: [0, inf); 0: full batch
 omega_max_epochs = 4000  # range: [1, inf)
+drop_last = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
 seeds = [0, 1, 2, 3]  # length: 4 or more; range: [0, inf)
 train_frac = 0.5  # range: (0, 1)
 d_model = 32  # range: [1, inf)
@@ -94,9 +95,11 @@ plots.use_style()
 dev = default_device(device)
 if len(seeds) < 4:
     raise ValueError(f"seeds must name at least 4 runs per point (the bootstrap resamples them), got {seeds}")
-omega_epoch_steps = steps_per_epoch(len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx), omega_batch_size)
+omega_train_pairs = len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx)
+omega_epoch_steps = steps_per_epoch(omega_train_pairs, omega_batch_size, drop_last)
 p_settings = SweepSettings(d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1, norm=norm, dropout=dropout,
-                           causal=causal, qkv_bias=qkv_bias, init=init, equals_token=equals_token, lr=lr,
+                           causal=causal, qkv_bias=qkv_bias, init=init, equals_token=equals_token,
+                           drop_last=drop_last, lr=lr,
                            betas=tuple(betas), train_frac=train_frac, data_seed=data_seed, max_steps=p_max_epochs,
                            margin=margin, eval_every=eval_every)
 omega_settings = dataclasses.replace(p_settings, max_steps=omega_max_epochs * omega_epoch_steps)

@@ -217,7 +217,31 @@ def test_weight_decay_schedule_forks_a_branch():
 def test_steps_per_epoch_counts_the_batches_an_epoch_draws():
     for n, batch_size, want in ((10, 3, 3), (10, 5, 2), (10, None, 1), (10, 0, 1), (10, 10, 1), (10, 20, 1)):
         assert steps_per_epoch(n, batch_size) == want
-    assert train_module._batch_indices(0, 0, 10, 3, torch.device("cpu")).shape[0] == steps_per_epoch(10, 3)
+    assert len(train_module._batch_indices(0, 0, 10, 3, torch.device("cpu"))) == steps_per_epoch(10, 3)
+    for n, batch_size, want in ((10, 3, 4), (10, 5, 2), (1404, 512, 3), (10, None, 1)):
+        assert steps_per_epoch(n, batch_size, drop_last=False) == want
+    batches = train_module._batch_indices(0, 0, 10, 3, torch.device("cpu"), drop_last=False)
+    assert [len(b) for b in batches] == [3, 3, 3, 1] and sorted(torch.cat(batches).tolist()) == list(range(10))
+
+
+def test_an_epoch_without_drop_last_is_a_dataloader_epoch():
+    train = _data(40)
+    model = BatchedTransformer(CFG, seeds=[5])
+    train_ensemble(model, train, steps=steps_per_epoch(40, 16, drop_last=False) * 2, batch_size=16, lr=3e-3,
+                   drop_last=False, progress=False)
+    lone = BatchedTransformer(CFG, seeds=[5])
+    params = [p[0].detach().clone().requires_grad_(True) for p in lone.params.values()]
+    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.0)
+    for epoch in range(2):
+        for idx in train_module._batch_indices(5, epoch, 40, 16, torch.device("cpu"), drop_last=False):
+            logits = torch.func.functional_call(lone, {f"params.{k}": q[None] for k, q in zip(lone.params, params)},
+                                                (train.x[idx],), {"last": train.y.shape[1]})
+            loss = F.cross_entropy(logits[0].flatten(0, 1), train.y[idx].flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (name, p), q in zip(model.params.items(), params):
+        torch.testing.assert_close(p[0], q.detach(), rtol=1e-4, atol=1e-5, msg=name)
 
 
 # The grokking-cores authors' block: torch.nn.TransformerEncoderLayer with its defaults.

@@ -40,7 +40,7 @@ class SweepSettings:
     """What every run of a sweep shares: the model, the optimizer, the split and the step budget.
 
     The model fields are those of :class:`~corekit.models.TransformerConfig`; ``equals_token`` feeds
-    [a, b, =] (False: [a, b], the ACE authors' format).
+    [a, b, =] (False: [a, b], the ACE authors' format); ``drop_last`` is :func:`~corekit.train.train_ensemble`'s.
     """
 
     d_model: int = 128
@@ -53,6 +53,7 @@ class SweepSettings:
     qkv_bias: bool = False
     init: str = "fan_in"
     equals_token: bool = True
+    drop_last: bool = True
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
     train_frac: float = 0.5
@@ -197,7 +198,8 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
                                                      / f"p{p}_b{batch_size}_{_shard_key(specs, settings)}")
     history = train_ensemble(
         model, train, test, steps=settings.max_steps, batch_size=batch_size or None, lr=settings.lr,
-        betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], eval_every=settings.eval_every,
+        betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], drop_last=settings.drop_last,
+        eval_every=settings.eval_every,
         eval_train_size=len(train), checkpoint_dir=folder, checkpoint_every=checkpoint_every,
         stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress)
     t_train, t_test = grokking_times(history, settings.threshold)

@@ -187,17 +187,22 @@ class History:
         return torch.tensor(getattr(self, name))
 
 
-def steps_per_epoch(n_examples: int, batch_size: int | None) -> int:
-    """Return the optimizer steps in one epoch of :func:`train_ensemble`: n // batch_size, 1 for full batch (None, 0 or ≥ n)."""
-    return n_examples // min(batch_size or n_examples, n_examples)
+def steps_per_epoch(n_examples: int, batch_size: int | None, drop_last: bool = True) -> int:
+    """Return the optimizer steps in one epoch of :func:`train_ensemble`: n // batch_size (⌈n / batch_size⌉ without
+    ``drop_last``), 1 for full batch (None, 0 or ≥ n)."""
+    batch_size = min(batch_size or n_examples, n_examples)
+    return n_examples // batch_size if drop_last else -(-n_examples // batch_size)
 
 
-def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch.device) -> Tensor:
-    """Return the epoch's batches of one model (n_batches, batch_size), from (seed, epoch) alone."""
+def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch.device,
+                   drop_last: bool = True) -> list[Tensor]:
+    """Return the epoch's batches of one model, each (batch_size,) (the last one shorter without ``drop_last``),
+    from (seed, epoch) alone."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     perm = torch.randperm(n, generator=gen)
-    n_batches = n // batch_size
-    return perm[: n_batches * batch_size].view(n_batches, batch_size).to(device)
+    if drop_last:
+        perm = perm[: n // batch_size * batch_size]
+    return list(perm.to(device).split(batch_size))
 
 
 def _run_key(model: BatchedTransformer, train: Dataset, **settings) -> str:
@@ -240,6 +245,7 @@ def train_ensemble(
     weight_decay: float | Sequence[float] | dict[int, float | Sequence[float]] = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
     optimizer_reset: dict[int, bool | Sequence[bool]] | None = None,
+    drop_last: bool = True,
     eval_every: int = 100,
     eval_train_size: int = 2048,
     snapshot_steps: Sequence[int] = (),
@@ -250,7 +256,8 @@ def train_ensemble(
 ) -> History:
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
 
-    ``batch_size=None`` trains full batch. ``weight_decay`` may change during training:
+    ``batch_size=None`` trains full batch; an epoch draws n // batch_size batches, or with ``drop_last=False``
+    also the shorter remainder (as a ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change during training:
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
     the first ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay``
     are one number or one per model. ``optimizer_reset`` {step: flags} gives the flagged models a fresh
@@ -280,7 +287,8 @@ def train_ensemble(
     ckpt = Path(checkpoint_dir).expanduser().resolve() / "last.pt" if checkpoint_dir is not None else None
     key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
                    wd=[(k, v.tolist()) for k, v in wd_schedule],
-                   **({"resets": [(k, v.tolist()) for k, v in sorted(resets.items())]} if resets else {}))
+                   **({"resets": [(k, v.tolist()) for k, v in sorted(resets.items())]} if resets else {}),
+                   **({"drop_last": False} if not drop_last else {}))
     state = load_checkpoint(ckpt, device) if ckpt is not None else None
     if state is not None and state["key"] == key and state["step"] <= steps:
         model.load_state_dict(state["model"])
@@ -306,7 +314,7 @@ def train_ensemble(
         if step in snapshot_steps:
             history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
-    n_batches = steps_per_epoch(N, batch_size)
+    n_batches = steps_per_epoch(N, batch_size, drop_last)
     model.train()
     bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
                mininterval=1.0)
@@ -320,7 +328,8 @@ def train_ensemble(
         else:
             epoch, within = divmod(step, n_batches)
             if batches is None or within == 0:
-                batches = torch.stack([_batch_indices(s, epoch, N, batch_size, device) for s in model.seeds], 1)
+                per_model = [_batch_indices(s, epoch, N, batch_size, device, drop_last) for s in model.seeds]
+                batches = [torch.stack(b) for b in zip(*per_model)]
             idx = batches[within]                                # (M, batch_size)
             x, y = train.x[idx], train.y[idx]
         opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
