@@ -39,9 +39,10 @@ def test_batched_forward_matches_per_model_reference():
         torch.testing.assert_close(logits[m], _reference_forward(model, m, tokens))
 
 
-@pytest.mark.parametrize("norm", ["post", "pre", "none"])
-def test_tabulated_first_layer_matches_per_example_rows(norm):
-    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm)
+@pytest.mark.parametrize("norm, encoder", [("post", False), ("pre", False), ("none", False), ("post", True)])
+def test_tabulated_first_layer_matches_per_example_rows(norm, encoder):
+    extra = dict(causal=False, qkv_bias=True, init="torch") if encoder else {}
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm, **extra)
     model = BatchedTransformer(cfg, seeds=[0, 1]).double()
     tokens = torch.randint(0, 5, (32, 8))                       # B > vocab: layer 0 reads a (token, position) table
     batched = model(tokens, last=2)
@@ -53,9 +54,9 @@ def test_tabulated_first_layer_matches_per_example_rows(norm):
         torch.testing.assert_close(g, r)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre", "none"])
-def test_last_positions_match_the_full_forward(norm):
-    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm)
+@pytest.mark.parametrize("norm, causal", [("post", True), ("pre", True), ("none", True), ("post", False)])
+def test_last_positions_match_the_full_forward(norm, causal):
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm, causal=causal)
     model = BatchedTransformer(cfg, seeds=[0, 1]).double()
     tokens = torch.randint(0, 5, (4, 8))
     full = model(tokens)
@@ -216,4 +217,171 @@ def test_weight_decay_schedule_forks_a_branch():
 def test_steps_per_epoch_counts_the_batches_an_epoch_draws():
     for n, batch_size, want in ((10, 3, 3), (10, 5, 2), (10, None, 1), (10, 0, 1), (10, 10, 1), (10, 20, 1)):
         assert steps_per_epoch(n, batch_size) == want
-    assert train_module._batch_indices(0, 0, 10, 3, torch.device("cpu")).shape[0] == steps_per_epoch(10, 3)
+    assert len(train_module._batch_indices(0, 0, 10, 3, torch.device("cpu"))) == steps_per_epoch(10, 3)
+    for n, batch_size, want in ((10, 3, 4), (10, 5, 2), (1404, 512, 3), (10, None, 1)):
+        assert steps_per_epoch(n, batch_size, drop_last=False) == want
+    batches = train_module._batch_indices(0, 0, 10, 3, torch.device("cpu"), drop_last=False)
+    assert [len(b) for b in batches] == [3, 3, 3, 1] and sorted(torch.cat(batches).tolist()) == list(range(10))
+
+
+def test_an_epoch_without_drop_last_is_a_dataloader_epoch():
+    train = _data(40)
+    model = BatchedTransformer(CFG, seeds=[5])
+    train_ensemble(model, train, steps=steps_per_epoch(40, 16, drop_last=False) * 2, batch_size=16, lr=3e-3,
+                   drop_last=False, progress=False)
+    lone = BatchedTransformer(CFG, seeds=[5])
+    params = [p[0].detach().clone().requires_grad_(True) for p in lone.params.values()]
+    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.0)
+    for epoch in range(2):
+        for idx in train_module._batch_indices(5, epoch, 40, 16, torch.device("cpu"), drop_last=False):
+            logits = torch.func.functional_call(lone, {f"params.{k}": q[None] for k, q in zip(lone.params, params)},
+                                                (train.x[idx],), {"last": train.y.shape[1]})
+            loss = F.cross_entropy(logits[0].flatten(0, 1), train.y[idx].flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (name, p), q in zip(model.params.items(), params):
+        torch.testing.assert_close(p[0], q.detach(), rtol=1e-4, atol=1e-5, msg=name)
+
+
+# The grokking-cores authors' block: torch.nn.TransformerEncoderLayer with its defaults.
+ENC = TransformerConfig(vocab=7, n_ctx=5, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm="post", dropout=0.1,
+                        qkv_bias=True, init="torch", n_out=6)
+
+
+class _AttentionWeightsDropoutLayer(torch.nn.TransformerEncoderLayer):
+    """torch's encoder layer with attention run on its explicit path, whose pattern dropout calls F.dropout."""
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
+        return self.dropout1(self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                            need_weights=True)[0])
+
+
+def _torch_encoder(model, layer_class=torch.nn.TransformerEncoderLayer):
+    """Lone torch encoder layers (ModuleList) holding model 0's weights of a BatchedTransformer."""
+    c, P = model.config, lambda name: model.p(name)[0].detach()
+    layers = torch.nn.ModuleList()
+    for i in range(c.n_layers):
+        layer = layer_class(c.d_model, c.n_heads, dim_feedforward=c.d_mlp, dropout=c.dropout, batch_first=True)
+        heads = lambda W: W.permute(0, 2, 1).reshape(c.d_model, c.d_model)      # noqa: E731  (H, D, e) -> (H·e, D)
+        sd = {"self_attn.in_proj_weight": torch.cat([heads(P(f"{i}.W_{n}")) for n in "QKV"]),
+              "self_attn.in_proj_bias": torch.cat([P(f"{i}.b_{n}").flatten() for n in "QKV"]),
+              "self_attn.out_proj.weight": P(f"{i}.W_O").reshape(c.d_model, c.d_model).T,
+              "self_attn.out_proj.bias": P(f"{i}.b_O"),
+              "linear1.weight": P(f"{i}.W_in").T, "linear1.bias": P(f"{i}.b_in"),
+              "linear2.weight": P(f"{i}.W_out").T, "linear2.bias": P(f"{i}.b_out"),
+              "norm1.weight": P(f"{i}.ln1_w"), "norm1.bias": P(f"{i}.ln1_b"),
+              "norm2.weight": P(f"{i}.ln2_w"), "norm2.bias": P(f"{i}.ln2_b")}
+        layer.load_state_dict(sd)
+        layers.append(layer.to(P("W_E").dtype))
+    return layers
+
+
+def _torch_logits(model, layers, tokens, causal, embed_dropout=lambda x: x):
+    """Logits (B, T, V) of model 0 computed by torch's encoder layers."""
+    P = lambda name: model.p(name)[0].detach()                                    # noqa: E731
+    x = embed_dropout(P("W_E")[tokens] + P("W_pos")[: tokens.shape[1]])
+    T = tokens.shape[1]
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=x.dtype) if causal else None
+    for layer in layers:
+        x = layer(x, src_mask=mask, is_causal=causal)
+    return x @ P("W_U") + P("b_U")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_post_ln_block_in_eval_mode_is_torch_transformer_encoder_layer(causal):
+    model = BatchedTransformer(TransformerConfig(**{**ENC.as_dict(), "causal": causal}), seeds=[3]).double().eval()
+    tokens = torch.randint(0, 7, (9, 5))
+    layers = _torch_encoder(model).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens)[0], _torch_logits(model, layers, tokens, causal))
+        torch.testing.assert_close(model(tokens, last=1)[0], _torch_logits(model, layers, tokens, causal)[:, -1:])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_post_ln_dropout_with_a_fixed_mask_is_torch_transformer_encoder_layer(causal, monkeypatch):
+    model = BatchedTransformer(TransformerConfig(**{**ENC.as_dict(), "causal": causal}), seeds=[3]).double().train()
+    tokens = torch.randint(0, 7, (9, 5))
+    masks, own = [], model._dropout
+
+    def recording(x):                                       # our masks, in the order the forward draws them
+        factor = own(torch.ones_like(x))
+        masks.append(factor[0])
+        return x * factor
+
+    monkeypatch.setattr(model, "_dropout", recording)
+    ours = model(tokens)[0]
+    assert len(masks) == 1 + 4 * ENC.n_layers               # embedding, then per layer: pattern, attn out, MLP, out
+    assert all(((f == 0) | torch.isclose(f, torch.tensor(1 / 0.9, dtype=f.dtype))).all() for f in masks)
+    replay = list(masks)
+
+    def replayed_dropout(x, p=0.5, training=True, inplace=False):
+        assert training and p == pytest.approx(0.1)
+        return x * replay.pop(0).reshape(x.shape)
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", replayed_dropout)
+    layers = _torch_encoder(model, _AttentionWeightsDropoutLayer).train()
+    theirs = _torch_logits(model, layers, tokens, causal, embed_dropout=lambda x: replayed_dropout(x, 0.1))
+    assert not replay                                       # torch's layers drew every mask we recorded
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_torch_init_draws_what_torch_modules_draw():
+    cfg = TransformerConfig(**{**ENC.as_dict(), "d_model": 128, "d_mlp": 512, "n_heads": 4, "n_out": 128})
+    model = BatchedTransformer(cfg, seeds=[0])
+    torch.manual_seed(0)
+    ref = torch.nn.TransformerEncoderLayer(128, 4, dim_feedforward=512, batch_first=True)
+    readout = torch.nn.Linear(128, 128)
+    pairs = {"0.W_Q": ref.self_attn.in_proj_weight, "0.W_O": ref.self_attn.out_proj.weight,
+             "0.W_in": ref.linear1.weight, "0.b_in": ref.linear1.bias, "0.W_out": ref.linear2.weight,
+             "0.b_out": ref.linear2.bias, "W_U": readout.weight, "b_U": readout.bias}
+    for name, theirs in pairs.items():
+        mine, theirs = model.p(name)[0].flatten(), theirs.detach().flatten()
+        assert mine.abs().max() <= theirs.abs().max() * 1.05 + 1e-6, name       # the same uniform bound
+        assert mine.std().item() == pytest.approx(theirs.std().item(), rel=0.2), name
+    for name in ("0.b_Q", "0.b_K", "0.b_V", "0.b_O"):
+        assert torch.equal(model.p(name), torch.zeros_like(model.p(name))), name
+    assert model.p("W_E").std().item() == pytest.approx(1.0, rel=0.1)
+    with pytest.raises(ValueError, match="qkv_bias=True needs bias=True"):
+        TransformerConfig(vocab=4, n_ctx=2, bias=False, qkv_bias=True)
+
+
+def test_optimizer_reset_is_a_fresh_torch_adamw_for_the_flagged_models():
+    torch.manual_seed(0)
+    lr, wd = torch.tensor([1e-2, 1e-2]), torch.tensor([0.5, 0.5])
+    stacked = torch.randn(2, 3, 4, requires_grad=True)
+    opt = BatchedAdamW([stacked], lr, wd)
+    singles = [stacked.detach()[m].clone().requires_grad_(True) for m in range(2)]
+    refs = [torch.optim.AdamW([singles[m]], lr=1e-2, weight_decay=0.5) for m in range(2)]
+    for step in range(30):
+        if step == 15:
+            opt.reset(torch.tensor([False, True]))
+            refs[1] = torch.optim.AdamW([singles[1]], lr=1e-2, weight_decay=0.5)
+        target = torch.randn(3, 4)
+        stacked.grad = None
+        ((stacked - target) ** 3).sum().backward()
+        opt.step()
+        for m in range(2):
+            refs[m].zero_grad()
+            ((singles[m] - target) ** 3).sum().backward()
+            refs[m].step()
+    for m in range(2):
+        torch.testing.assert_close(stacked.detach()[m], singles[m].detach(), rtol=1e-5, atol=1e-6)
+    assert opt.step_count.tolist() == [30, 15]
+    with pytest.raises(ValueError, match="betas must be two numbers"):
+        BatchedAdamW([stacked], lr, wd, betas=(0.9, 1.0))
+
+
+def test_fork_with_optimizer_reset_is_a_second_run_from_the_fork():
+    train = _data()
+    kwargs = dict(lr=3e-3, eval_every=5, progress=False)
+    model = BatchedTransformer(CFG, seeds=[4, 4])
+    train_ensemble(model, train, steps=20, weight_decay={0: 1.0, 10: [1.0, 0.0]},
+                   optimizer_reset={10: [False, True]}, **kwargs)
+    lone = BatchedTransformer(CFG, seeds=[4])
+    train_ensemble(lone, train, steps=10, weight_decay=1.0, **kwargs)
+    train_ensemble(lone, train, steps=10, weight_decay=0.0, **kwargs)     # a new call: a fresh optimizer
+    for name, p in lone.params.items():
+        torch.testing.assert_close(model.params[name][1], p[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="optimizer_reset must map"):
+        train_ensemble(lone, train, steps=1, optimizer_reset={0: True}, progress=False)

@@ -32,7 +32,7 @@ def _markov_run() -> tuple[dict, History]:
 
 
 def _grokking_run() -> tuple[dict, History]:
-    """Notebook 02: modular addition, pre-LN, full batch, a weight-decay-0 branch forked mid-run."""
+    """Notebook 02: modular addition, pre-LN, full batch, a weight-decay-0 branch forked mid-run with a fresh optimizer."""
     task = modular_addition(7, 0.5, seed=0)
     x = task.tokens()
     config = TransformerConfig(vocab=8, n_ctx=3, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm="pre",
@@ -40,7 +40,8 @@ def _grokking_run() -> tuple[dict, History]:
     model = BatchedTransformer(config, [0, 1, 0, 1])
     history = train_ensemble(model, Dataset(x[task.train_idx], task.labels[task.train_idx]),
                              Dataset(x[task.test_idx], task.labels[task.test_idx]), steps=10, lr=2e-3,
-                             betas=(0.9, 0.98), weight_decay={0: 1.0, 5: [1.0, 1.0, 0.0, 0.0]}, eval_every=2,
+                             betas=(0.9, 0.98), weight_decay={0: 1.0, 5: [1.0, 1.0, 0.0, 0.0]},
+                             optimizer_reset={5: [False, False, True, True]}, eval_every=2,
                              snapshot_steps=[0, 5, 10], progress=False)
     return model.state_dict(), history
 

@@ -1,5 +1,6 @@
 """Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, checkpoints, local vs Ray execution."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -7,7 +8,9 @@ import pytest
 import torch
 
 from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.sweep import RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus, run_sweep, shards
+from corekit.sweep import (RunResult, RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus, run_sweep,
+                           shard_problem, shards)
+from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, History, train_ensemble
 
 TINY = SweepSettings(d_model=16, n_heads=2, d_mlp=32, norm="pre", lr=1e-2, max_steps=200, margin=20,
@@ -75,6 +78,39 @@ def test_a_run_does_not_depend_on_its_shard():
         assert r.tau is None or r.tau == r.t_test - r.t_train
     taus = point_taus(together, "weight_decay")
     assert sorted(taus) == [0.5, 2.0]
+
+
+def test_modular_tokens_with_and_without_the_equals_token():
+    task = modular_addition(5, 0.5, seed=0)
+    with_eq, pair = task.tokens(), task.tokens(equals=False)
+    assert with_eq.shape == (25, 3) and pair.shape == (25, 2)
+    assert torch.equal(with_eq[:, :2], pair) and bool((with_eq[:, 2] == 5).all())
+    assert torch.equal((pair[:, 0] + pair[:, 1]) % 5, task.labels)
+
+
+def test_the_authors_model_and_input_format_reach_the_shard():
+    settings = dataclasses.replace(TINY, norm="post", dropout=0.1, causal=False, qkv_bias=True, init="torch",
+                                   equals_token=False)
+    model, train, test = shard_problem(grid([5], [1.0], [0, 1]), settings, device="cpu")
+    assert train.x.shape[1] == 2 and model.config.vocab == 5 and model.config.n_ctx == 2
+    assert (model.config.norm, model.config.dropout, model.config.causal, model.config.qkv_bias, model.config.init) \
+        == ("post", 0.1, False, True, "torch")
+    together = run_sweep(grid([5], [0.5, 2.0], [0, 1]), settings, device="cpu", progress=False)
+    apart = run_sweep(grid([5], [0.5, 2.0], [0, 1]), settings, device="cpu", max_models=1, progress=False)
+    assert _records(together) == _records(apart)                # dropout too depends only on each run's seed
+
+
+def test_censored_runs_enter_at_their_lower_bound_only_when_asked():
+    def run(w, seed, t_train, tau):
+        return RunResult(p=5, weight_decay=w, seed=seed, batch_size=0, t_train=t_train, t_test=None if tau is None
+                         else t_train + tau, tau=tau, censored=tau is None, steps_run=400, steps=[], train_acc=[],
+                         test_acc=[])
+    results = [run(1.0, 0, 10.0, 90.0), run(1.0, 1, 30.0, None), run(2.0, 0, None, None)]
+    assert results[1].tau_lower_bound == 370.0 and results[2].tau_lower_bound == 400.0
+    assert results[0].tau_lower_bound == 90.0
+    dropped, bounded = point_taus(results, "weight_decay"), point_taus(results, "weight_decay", censored_as_bound=True)
+    assert dropped[1.0].tolist() == [90.0] and dropped[2.0].tolist() == []
+    assert bounded[1.0].tolist() == [90.0, 370.0] and bounded[2.0].tolist() == [400.0]
 
 
 def test_checkpointed_sweep_resumes_to_the_same_records(tmp_path):

@@ -5,6 +5,10 @@ them together with batched matmuls, so an ensemble trains as one program. Model 
 parameter is initialised from ``torch.Generator().manual_seed(seeds[m])``, and model m's dropout
 masks come from its own generator seeded from ``seeds[m]`` (:func:`dropout_seed`), so an ensemble of
 seeds ``[s0, s1]`` holds and trains exactly the models that ensembles ``[s0]`` and ``[s1]`` would.
+
+With ``norm="post"``, ``causal=False``, ``qkv_bias=True``, ``init="torch"`` and ``dropout=0.1`` a layer
+is ``torch.nn.TransformerEncoderLayer`` with its defaults (post-LN, ReLU, dropout on the attention
+pattern, the MLP hidden layer and both sublayer outputs), the grokking-cores authors' block.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _NORMS = ("post", "pre", "none")
-_INITS = ("fan_in", "nanda")
+_INITS = ("fan_in", "nanda", "torch")
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,13 @@ class TransformerConfig:
     ``init`` sets the scales of the N(0, σ²) initial weights: "fan_in" gives embeddings σ = 1 and every
     other matrix σ = 1/√fan_in; "nanda" is the modular-addition code of Nanda et al. (2023), which
     the eNTK paper's transformer follows: σ = 1/√d_model for every matrix but the unembedding,
-    σ = 1/√vocab there.
+    σ = 1/√vocab there. "torch" draws what ``nn.TransformerEncoderLayer``, ``nn.Linear`` and
+    ``nn.Embedding`` draw by default: embeddings N(0, 1), the joint query/key/value matrix
+    Xavier-uniform, their biases and the attention output bias 0, every other weight and bias
+    U(±1/√fan_in) (the distributions, not torch's random stream).
+
+    ``causal`` masks attention to earlier positions (False: every position sees every other, as
+    ``nn.TransformerEncoder`` without a mask); ``qkv_bias`` adds query, key and value biases.
     """
 
     vocab: int
@@ -42,6 +52,8 @@ class TransformerConfig:
     bias: bool = True
     n_out: int | None = None  # output vocabulary; defaults to ``vocab``
     init: str = "fan_in"
+    causal: bool = True
+    qkv_bias: bool = False
 
     def __post_init__(self):
         for name in ("vocab", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
@@ -56,6 +68,8 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.init not in _INITS:
             raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
+        if self.qkv_bias and not self.bias:
+            raise ValueError("qkv_bias=True needs bias=True")
 
     @property
     def d_head(self) -> int:
@@ -109,9 +123,12 @@ class BatchedTransformer(nn.Module):
                 f"{i}.W_in": ((c.d_model, c.d_mlp), "fan_in"),
                 f"{i}.W_out": ((c.d_mlp, c.d_model), "fan_in"),
             }
+            if c.qkv_bias:
+                shapes |= {f"{i}.b_Q": ((c.n_heads, c.d_head), "zero"), f"{i}.b_K": ((c.n_heads, c.d_head), "zero"),
+                           f"{i}.b_V": ((c.n_heads, c.d_head), "zero")}
             if c.bias:
-                shapes |= {f"{i}.b_O": ((c.d_model,), "zero"), f"{i}.b_in": ((c.d_mlp,), "zero"),
-                           f"{i}.b_out": ((c.d_model,), "zero")}
+                shapes |= {f"{i}.b_O": ((c.d_model,), "zero"), f"{i}.b_in": ((c.d_mlp,), "bias"),
+                           f"{i}.b_out": ((c.d_model,), "bias")}
             if c.norm != "none":
                 shapes |= {f"{i}.ln1_w": ((c.d_model,), "one"), f"{i}.ln1_b": ((c.d_model,), "zero"),
                            f"{i}.ln2_w": ((c.d_model,), "one"), f"{i}.ln2_b": ((c.d_model,), "zero")}
@@ -119,7 +136,7 @@ class BatchedTransformer(nn.Module):
             shapes |= {"lnf_w": ((c.d_model,), "one"), "lnf_b": ((c.d_model,), "zero")}
         shapes["W_U"] = ((c.d_model, c.out_vocab), "fan_in")
         if c.bias:
-            shapes["b_U"] = ((c.out_vocab,), "zero")
+            shapes["b_U"] = ((c.out_vocab,), "bias")
 
         self.params = nn.ParameterDict()
         for name, (shape, _kind) in shapes.items():
@@ -132,17 +149,33 @@ class BatchedTransformer(nn.Module):
 
     def _init(self, name: str, shape: tuple[int, ...], kind: str, gen: torch.Generator) -> Tensor:
         """Return one model's initial value of the parameter ``name`` of ``shape`` (scales: ``config.init``)."""
-        if kind == "zero":
-            return torch.zeros(shape)
+        c = self.config
         if kind == "one":
             return torch.ones(shape)
-        c = self.config
+        if c.init == "torch" and kind != "zero":
+            return self._torch_init(name, shape, gen)
+        if kind in ("zero", "bias"):
+            return torch.zeros(shape)
         if c.init == "nanda":
             return torch.randn(shape, generator=gen) / math.sqrt(c.vocab if name == "W_U" else c.d_model)
         if kind == "embed":
             return torch.randn(shape, generator=gen)
         fan_in = shape[-2] * (shape[0] if kind == "fan_in_heads" else 1)
         return torch.randn(shape, generator=gen) / math.sqrt(fan_in)
+
+    def _torch_init(self, name: str, shape: tuple[int, ...], gen: torch.Generator) -> Tensor:
+        """Return one model's initial ``name`` as torch's default initialisers draw it (see :class:`TransformerConfig`)."""
+        c = self.config
+        if name in ("W_E", "W_pos"):
+            return torch.randn(shape, generator=gen)
+        kind = name.split(".")[-1]
+        if kind in ("W_Q", "W_K", "W_V"):
+            bound = math.sqrt(6 / (c.d_model + 3 * c.d_model))               # xavier_uniform_ of in_proj (3D, D)
+        else:
+            fan_in = {"W_O": c.d_model, "W_in": c.d_model, "b_in": c.d_model, "W_out": c.d_mlp, "b_out": c.d_mlp,
+                      "W_U": c.d_model, "b_U": c.d_model}[kind]
+            bound = 1 / math.sqrt(fan_in)                                     # nn.Linear's defaults
+        return (torch.rand(shape, generator=gen) * 2 - 1) * bound
 
     @property
     def n_models(self) -> int:
@@ -180,7 +213,7 @@ class BatchedTransformer(nn.Module):
 
     def weight_matrices(self) -> Tensor:
         """Return every model's matrices (embeddings, attention, MLP, unembedding) flattened: (M, P)."""
-        return torch.cat([v.detach().flatten(1) for k, v in self.params.items() if v.dim() >= 3], dim=1)
+        return torch.cat([v.detach().flatten(1) for k, v in self.params.items() if "W_" in k], dim=1)
 
     def _token_keys_values(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """Return layer 0's keys and values (M, B, H, T, e), computed once per (token, position) and gathered.
@@ -194,31 +227,37 @@ class BatchedTransformer(nn.Module):
             table = _layer_norm(table, self.p("0.ln1_w"), self.p("0.ln1_b"))
         rows = (tokens * T + torch.arange(T, device=tokens.device)).reshape(M, B * T, 1)
         out = []
-        for name in ("0.W_K", "0.W_V"):
-            W = self.p(name)                                                                 # (M, H, D, e)
+        for name in ("K", "V"):
+            W, b = self.p(f"0.W_{name}"), self.p(f"0.b_{name}")                              # (M, H, D, e), (M, H, e)
             H, e = W.shape[1], W.shape[3]
             kv = table.reshape(M, -1, table.shape[-1]) @ W.permute(0, 2, 1, 3).reshape(M, -1, H * e)   # (M, V·T, H·e)
+            if b is not None:
+                kv = kv + b.reshape(M, 1, H * e)
             kv = torch.gather(kv, 1, rows.expand(-1, -1, H * e))                             # (M, B·T, H·e)
             out.append(kv.view(M, B, T, H, e).transpose(2, 3))
         return out[0], out[1]
 
+    def _project(self, i: int, name: str, x: Tensor) -> Tensor:
+        """Return layer i's per-head queries, keys or values (``name`` "Q", "K", "V") (M, B, H, T, e) of x (M, B, T, D)."""
+        out = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_{name}"))
+        b = self.p(f"{i}.b_{name}")
+        return out if b is None else out + b[:, None, :, None, :]
+
     def _attention(self, i: int, x: Tensor, last: int | None = None,
                    kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        """Return the causal multi-head attention output (M, B, T', D) of layer i at the last T' = ``last`` positions.
+        """Return the multi-head attention output (M, B, T', D) of layer i at the last T' = ``last`` positions.
 
         ``last`` defaults to all positions; ``kv`` supplies precomputed keys and values (M, B, H, T, e).
         """
         T = x.shape[-2]
         last = T if last is None else last
-        q = torch.einsum("mbtd,mhde->mbhte", x[:, :, T - last:], self.p(f"{i}.W_Q"))
-        if kv is None:
-            k = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_K"))
-            v = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_V"))
-        else:
-            k, v = kv
+        q = self._project(i, "Q", x[:, :, T - last:])
+        k, v = (self._project(i, "K", x), self._project(i, "V", x)) if kv is None else kv
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.config.d_head)   # (M, B, H, T', T)
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)[T - last:]
-        pattern = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
+        if self.config.causal:
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)[T - last:]
+            scores = scores.masked_fill(mask, float("-inf"))
+        pattern = scores.softmax(dim=-1)
         pattern = self._dropout(pattern)
         out = torch.einsum("mbhte,mhed->mbtd", pattern @ v, self.p(f"{i}.W_O"))
         b_O = self.p(f"{i}.b_O")

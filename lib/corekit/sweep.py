@@ -37,13 +37,23 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """What every run of a sweep shares: the model, the optimizer, the split and the step budget."""
+    """What every run of a sweep shares: the model, the optimizer, the split and the step budget.
+
+    The model fields are those of :class:`~corekit.models.TransformerConfig`; ``equals_token`` feeds
+    [a, b, =] (False: [a, b], the ACE authors' format); ``drop_last`` is :func:`~corekit.train.train_ensemble`'s.
+    """
 
     d_model: int = 128
     n_heads: int = 4
     d_mlp: int = 512
     n_layers: int = 1
     norm: str = "none"
+    dropout: float = 0.0
+    causal: bool = True
+    qkv_bias: bool = False
+    init: str = "fan_in"
+    equals_token: bool = True
+    drop_last: bool = True
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
     train_frac: float = 0.5
@@ -82,6 +92,13 @@ class RunResult:
     steps: list[int] = field(repr=False)
     train_acc: list[float] = field(repr=False)
     test_acc: list[float] = field(repr=False)
+
+    @property
+    def tau_lower_bound(self) -> float:
+        """Return τ, or for a censored run the least τ its budget allows: steps run − t_train (t_train 0 if never fitted)."""
+        if not self.censored:
+            return self.tau
+        return self.steps_run - (self.t_train or 0.0)
 
     @property
     def spec(self) -> RunSpec:
@@ -153,10 +170,12 @@ def shard_problem(specs: Sequence[RunSpec], settings: SweepSettings,
     """Return (the shard's untrained ensemble on ``device``, its training pairs, its test pairs) for runs of one p."""
     p = specs[0].p
     task = modular_addition(p, settings.train_frac, seed=settings.data_seed)
-    x, y = task.tokens(), task.labels
+    x, y = task.tokens(settings.equals_token), task.labels
     train, test = Dataset(x[task.train_idx], y[task.train_idx]), Dataset(x[task.test_idx], y[task.test_idx])
-    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=settings.d_model, n_heads=settings.n_heads,
-                               d_mlp=settings.d_mlp, n_layers=settings.n_layers, norm=settings.norm, n_out=p)
+    config = TransformerConfig(vocab=p + int(settings.equals_token), n_ctx=x.shape[1], d_model=settings.d_model,
+                               n_heads=settings.n_heads, d_mlp=settings.d_mlp, n_layers=settings.n_layers,
+                               norm=settings.norm, dropout=settings.dropout, causal=settings.causal,
+                               qkv_bias=settings.qkv_bias, init=settings.init, n_out=p)
     return BatchedTransformer(config, [s.seed for s in specs]).to(default_device(device)), train, test
 
 
@@ -179,7 +198,8 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
                                                      / f"p{p}_b{batch_size}_{_shard_key(specs, settings)}")
     history = train_ensemble(
         model, train, test, steps=settings.max_steps, batch_size=batch_size or None, lr=settings.lr,
-        betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], eval_every=settings.eval_every,
+        betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], drop_last=settings.drop_last,
+        eval_every=settings.eval_every,
         eval_train_size=len(train), checkpoint_dir=folder, checkpoint_every=checkpoint_every,
         stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress)
     t_train, t_test = grokking_times(history, settings.threshold)
@@ -268,8 +288,11 @@ def results_table(results: Sequence[RunResult]) -> list[dict]:
     return [{k: getattr(r, k) for k in keys} for r in results]
 
 
-def point_taus(results: Sequence[RunResult], key: str) -> dict[float, np.ndarray]:
-    """Return {value of ``key`` ("p" or "weight_decay"): τ of the uncensored runs (n,)}, sorted by value."""
+def point_taus(results: Sequence[RunResult], key: str, censored_as_bound: bool = False) -> dict[float, np.ndarray]:
+    """Return {value of ``key`` ("p" or "weight_decay"): τ of the uncensored runs (n,)}, sorted by value.
+
+    With ``censored_as_bound`` a censored run enters at its :attr:`RunResult.tau_lower_bound` instead of being left out.
+    """
     if key not in ("p", "weight_decay"):
         raise ValueError(f"key must be 'p' or 'weight_decay', got {key!r}")
     out: dict[float, list[float]] = {}
@@ -277,4 +300,6 @@ def point_taus(results: Sequence[RunResult], key: str) -> dict[float, np.ndarray
         out.setdefault(getattr(r, key), [])
         if not r.censored and r.tau is not None and math.isfinite(r.tau):
             out[getattr(r, key)].append(r.tau)
+        elif r.censored and censored_as_bound:
+            out[getattr(r, key)].append(r.tau_lower_bound)
     return {k: np.asarray(v, dtype=float) for k, v in sorted(out.items())}

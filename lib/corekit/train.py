@@ -59,6 +59,20 @@ def _weight_decay_schedule(value, M: int, device: torch.device) -> list[tuple[in
     return [(int(k), _per_model(v, M, f"weight_decay[{k}]", device)) for k, v in sorted(value.items())]
 
 
+def _reset_schedule(value, M: int) -> dict[int, Tensor]:
+    """Return {step: models to reset (M,) bool} from {step: a bool or one bool per model}."""
+    out = {}
+    for step, flags in (value or {}).items():
+        t = torch.as_tensor(flags, dtype=torch.bool).flatten()
+        if t.numel() == 1:
+            t = t.expand(M).clone()
+        if t.numel() != M or int(step) != step or step < 1:
+            raise ValueError(f"optimizer_reset must map steps >= 1 to a bool or {M} bools (one per model), "
+                             f"got {{{step!r}: {flags!r}}}")
+        out[int(step)] = t
+    return out
+
+
 def _per_model(value: float | Sequence[float], M: int, name: str, device: torch.device) -> Tensor:
     """Return ``value`` as a (M,) float tensor (a scalar is shared by every model)."""
     t = torch.as_tensor(value, dtype=torch.float32, device=device).flatten()
@@ -74,38 +88,60 @@ class BatchedAdamW:
 
     Follows ``torch.optim.AdamW`` step for step (decoupled decay, bias-corrected moments), so model m
     of the ensemble follows the same trajectory as a lone model stepped by ``torch.optim.AdamW``.
+    Each model counts its own steps, so :meth:`reset` gives chosen models a fresh optimizer.
     """
 
     def __init__(self, params: Sequence[Tensor], lr: Tensor, weight_decay: Tensor,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         self.params = list(params)
-        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
-        self.step_count = 0
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, tuple(betas), eps
+        self.step_count = torch.zeros(lr.shape[0], dtype=torch.long)            # (M,) on the CPU
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def _bias_corrections(self, like: Tensor) -> tuple[Tensor, Tensor]:
+        """Return 1 − β₁ᵗ and √(1 − β₂ᵗ) (M,) for each model's step count t, in the dtype and on the device of ``like``."""
+        beta1, beta2 = self.betas
+        t = self.step_count.tolist()
+        values = torch.tensor([[1 - beta1 ** s for s in t], [(1 - beta2 ** s) ** 0.5 for s in t]], dtype=torch.float64)
+        values = values.to(device=like.device, dtype=like.dtype)
+        return values[0], values[1]
 
     @torch.no_grad()
     def step(self) -> None:
         """Apply one AdamW update to every model's parameters from their ``.grad``."""
         self.step_count += 1
         beta1, beta2 = self.betas
-        bias1 = 1 - beta1 ** self.step_count
-        bias2_sqrt = (1 - beta2 ** self.step_count) ** 0.5
+        corrections: dict[tuple, tuple[Tensor, Tensor]] = {}
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
             view = (-1,) + (1,) * (p.dim() - 1)
+            key = (p.dtype, p.device)
+            if key not in corrections:
+                corrections[key] = self._bias_corrections(p)
+            bias1, bias2_sqrt = (c.view(view) for c in corrections[key])
             lr = self.lr.view(view)
             p.mul_(1 - lr * self.weight_decay.view(view))
             m.lerp_(p.grad, 1 - beta1)
             v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
             p.sub_(lr / bias1 * m / (v.sqrt() / bias2_sqrt + self.eps))
 
+    @torch.no_grad()
+    def reset(self, models: Tensor) -> None:
+        """Give the models flagged in ``models`` (M,) bool a fresh optimizer: zero moments and step count."""
+        models = torch.as_tensor(models, dtype=torch.bool)
+        for buf in self.exp_avg + self.exp_avg_sq:
+            buf[models.to(buf.device)] = 0
+        self.step_count[models.cpu()] = 0
+
     def state_dict(self) -> dict:
         """Return the optimizer state for a checkpoint."""
-        return {"step_count": self.step_count, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
+        return {"step_count": self.step_count.clone(), "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the optimizer state from a checkpoint."""
-        self.step_count = state["step_count"]
+        self.step_count = torch.as_tensor(state["step_count"], dtype=torch.long).cpu().expand(len(self.step_count)).clone()
         for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
             dst.copy_(src)
 
@@ -151,17 +187,22 @@ class History:
         return torch.tensor(getattr(self, name))
 
 
-def steps_per_epoch(n_examples: int, batch_size: int | None) -> int:
-    """Return the optimizer steps in one epoch of :func:`train_ensemble`: n // batch_size, 1 for full batch (None, 0 or ≥ n)."""
-    return n_examples // min(batch_size or n_examples, n_examples)
+def steps_per_epoch(n_examples: int, batch_size: int | None, drop_last: bool = True) -> int:
+    """Return the optimizer steps in one epoch of :func:`train_ensemble`: n // batch_size (⌈n / batch_size⌉ without
+    ``drop_last``), 1 for full batch (None, 0 or ≥ n)."""
+    batch_size = min(batch_size or n_examples, n_examples)
+    return n_examples // batch_size if drop_last else -(-n_examples // batch_size)
 
 
-def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch.device) -> Tensor:
-    """Return the epoch's batches of one model (n_batches, batch_size), from (seed, epoch) alone."""
+def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch.device,
+                   drop_last: bool = True) -> list[Tensor]:
+    """Return the epoch's batches of one model, each (batch_size,) (the last one shorter without ``drop_last``),
+    from (seed, epoch) alone."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     perm = torch.randperm(n, generator=gen)
-    n_batches = n // batch_size
-    return perm[: n_batches * batch_size].view(n_batches, batch_size).to(device)
+    if drop_last:
+        perm = perm[: n // batch_size * batch_size]
+    return list(perm.to(device).split(batch_size))
 
 
 def _run_key(model: BatchedTransformer, train: Dataset, **settings) -> str:
@@ -203,6 +244,8 @@ def train_ensemble(
     lr: float | Sequence[float] = 1e-3,
     weight_decay: float | Sequence[float] | dict[int, float | Sequence[float]] = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
+    optimizer_reset: dict[int, bool | Sequence[bool]] | None = None,
+    drop_last: bool = True,
     eval_every: int = 100,
     eval_train_size: int = 2048,
     snapshot_steps: Sequence[int] = (),
@@ -213,10 +256,13 @@ def train_ensemble(
 ) -> History:
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
 
-    ``batch_size=None`` trains full batch. ``weight_decay`` may change during training:
+    ``batch_size=None`` trains full batch; an epoch draws n // batch_size batches, or with ``drop_last=False``
+    also the shorter remainder (as a ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change during training:
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
     the first ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay``
-    are one number or one per model.
+    are one number or one per model. ``optimizer_reset`` {step: flags} gives the flagged models a fresh
+    AdamW state (zero moments, step count 0) just before the update at that step, as when a branch
+    forked at that step starts a new optimizer.
     With ``checkpoint_dir`` (made absolute against the current folder) the run saves its state,
     dropout generators included, every ``checkpoint_every`` steps and, when called again with the same
     model, data and settings, resumes from the last checkpoint and ends with the same numbers. ``stop(history)``,
@@ -234,12 +280,15 @@ def train_ensemble(
     train_eval = Dataset(train.x[:eval_train_size], train.y[:eval_train_size])
     wd_schedule = _weight_decay_schedule(weight_decay, M, device)
     opt = BatchedAdamW(list(model.parameters()), _per_model(lr, M, "lr", device), wd_schedule[0][1], betas=betas)
+    resets = _reset_schedule(optimizer_reset, M)
     history, step = History(), 0
     snapshot_steps = set(int(s) for s in snapshot_steps)
 
     ckpt = Path(checkpoint_dir).expanduser().resolve() / "last.pt" if checkpoint_dir is not None else None
     key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
-                   wd=[(k, v.tolist()) for k, v in wd_schedule])
+                   wd=[(k, v.tolist()) for k, v in wd_schedule],
+                   **({"resets": [(k, v.tolist()) for k, v in sorted(resets.items())]} if resets else {}),
+                   **({"drop_last": False} if not drop_last else {}))
     state = load_checkpoint(ckpt, device) if ckpt is not None else None
     if state is not None and state["key"] == key and state["step"] <= steps:
         model.load_state_dict(state["model"])
@@ -265,7 +314,7 @@ def train_ensemble(
         if step in snapshot_steps:
             history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
-    n_batches = steps_per_epoch(N, batch_size)
+    n_batches = steps_per_epoch(N, batch_size, drop_last)
     model.train()
     bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
                mininterval=1.0)
@@ -279,10 +328,13 @@ def train_ensemble(
         else:
             epoch, within = divmod(step, n_batches)
             if batches is None or within == 0:
-                batches = torch.stack([_batch_indices(s, epoch, N, batch_size, device) for s in model.seeds], 1)
+                per_model = [_batch_indices(s, epoch, N, batch_size, device, drop_last) for s in model.seeds]
+                batches = [torch.stack(b) for b in zip(*per_model)]
             idx = batches[within]                                # (M, batch_size)
             x, y = train.x[idx], train.y[idx]
         opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
+        if step in resets:
+            opt.reset(resets[step])
         loss, _ = losses_and_accuracy(model(x, last=y.shape[-1]), y)
         model.zero_grad(set_to_none=False)
         loss.sum().backward()                                    # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m

@@ -35,9 +35,13 @@ class ModularAddition:
     train_idx: Tensor
     test_idx: Tensor
 
-    def tokens(self) -> Tensor:
-        """Return transformer inputs (p², 3): [a, b, "="] with "=" the token p."""
-        return torch.stack([self.a, self.b, torch.full_like(self.a, self.p)], dim=1)
+    def tokens(self, equals: bool = True) -> Tensor:
+        """Return transformer inputs (p², 3): [a, b, "="] with "=" the token p, or (p², 2): [a, b] without it.
+
+        The model reads its answer at the last position either way; [a, b] is the ACE authors' format.
+        """
+        pair = [self.a, self.b]
+        return torch.stack(pair + [torch.full_like(self.a, self.p)] if equals else pair, dim=1)
 
     def one_hot(self) -> Tensor:
         """Return MLP inputs (p², 2p): one-hot a concatenated with one-hot b."""
