@@ -7,11 +7,13 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-from corekit import lm as llm, stats  # noqa: E402
+from test_llm import tiny  # noqa: E402
+
+from corekit import lm as llm  # noqa: E402
+from corekit import stats
 from corekit.number_axis import Generation, find_axis, measure, sufficient_rank, sweep  # noqa: E402
 from corekit.tasks import agreement  # noqa: E402
 from corekit.tasks.agreement import margin_head  # noqa: E402
-from test_llm import tiny  # noqa: E402
 
 
 @pytest.fixture(scope="module")
