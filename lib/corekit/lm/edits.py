@@ -24,12 +24,17 @@ from corekit.lm.stream import Prefix, Readout, forward, last_token, readouts, re
 SCOPES = ("last", "from_subject")
 
 
-def core_edit(kind: str, q: Tensor, mean: Tensor) -> Callable[[Tensor], Tensor]:
-    """Return the ACE intervention h ↦ keep_only / remove / flip (about ``mean``) with the basis q (D, r)."""
+def _operation(kind: str) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    """Return the ACE operation named ``kind`` (keep_only, remove or flip)."""
     ops = {"keep_only": ace.keep_only, "remove": ace.remove, "flip": ace.flip}
     if kind not in ops:
         raise ValueError(f"kind must be one of {sorted(ops)}, got {kind!r}")
-    op = ops[kind]
+    return ops[kind]
+
+
+def core_edit(kind: str, q: Tensor, mean: Tensor) -> Callable[[Tensor], Tensor]:
+    """Return the ACE intervention h ↦ keep_only / remove / flip (about ``mean``) with the basis q (D, r)."""
+    op = _operation(kind)
 
     def fn(h: Tensor) -> Tensor:
         return op(h[None], q[None].to(h.device), mean[None].to(h.device))[0].to(h.dtype)
@@ -92,7 +97,7 @@ class PositionEdit:
     means: Tensor
 
     def __post_init__(self):
-        core_edit(self.kind, self.q, self.means[0])  # checks the kind
+        _operation(self.kind)
 
     @property
     def last_class(self) -> int:
@@ -101,7 +106,7 @@ class PositionEdit:
 
     def at(self, classes: Tensor) -> Callable[[Tensor], Tensor]:
         """Return h (b, T, D) ↦ h with each position of class c ≥ 0 edited about means[c] (classes (b, T))."""
-        op = {"keep_only": ace.keep_only, "remove": ace.remove, "flip": ace.flip}[self.kind]
+        op = _operation(self.kind)
 
         def fn(h: Tensor) -> Tensor:
             if h.shape[:2] != classes.shape:
