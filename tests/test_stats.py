@@ -57,3 +57,48 @@ def test_flip_rate_counts_only_correct_items():
     after = np.array([-1.0, 2.0, -3.0, -1.0, 1.0])
     rate, n = stats.flip_rate(before, after, [1, 0, 0, 0, 1])
     assert n == 4 and rate == pytest.approx(2 / 4)
+
+
+@pytest.mark.parametrize("k, n", [(0, 20), (3, 20), (17, 20), (20, 20), (81, 100), (450, 600)])
+def test_wilson_interval_solves_the_score_test_inequality(k, n):
+    """Wilson's interval is {p : |k/n − p| ≤ z √(p(1 − p)/n)}: its ends are the roots of that equality."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+    z, phat = norm.ppf(0.975), k / n
+    gap = lambda p: abs(phat - p) - z * np.sqrt(p * (1 - p) / n)  # noqa: E731  (≤ 0 inside the interval)
+    low = 0.0 if k == 0 else brentq(gap, 1e-12, min(phat, 1 - 1e-9))
+    high = 1.0 if k == n else brentq(gap, max(phat, 1e-9), 1 - 1e-12)
+    np.testing.assert_allclose(stats.wilson_interval(k, n), (low, high), atol=1e-9)
+
+
+def test_wilson_interval_rejects_bad_counts():
+    for k, n in ((5, 4), (-1, 4), (1, 0), (1.5, 4)):
+        with pytest.raises(ValueError, match="k and n must be integers"):
+            stats.wilson_interval(k, n)
+
+
+def test_bootstrap_interval_covers_the_true_mean_about_95_percent_of_the_time():
+    """Coverage on synthetic data: 300 normal samples of 200 items, the mean's interval should hold μ ≈ 95 %."""
+    rng = np.random.default_rng(1)
+    hits = [lo <= 1.0 <= hi for lo, hi in (stats.bootstrap_interval(np.mean, (rng.normal(1.0, 2.0, 200),),
+                                                                     n_boot=400, seed=s) for s in range(300))]
+    assert 0.90 <= np.mean(hits) <= 0.99        # binomial sd at 0.95 over 300 draws: 0.013
+
+
+def test_bootstrap_interval_of_spearman_matches_its_sampling_spread():
+    """Paired resampling: the interval's width is close to the 95 % range of ρ over fresh samples of the same law."""
+    rng = np.random.default_rng(2)
+    cov = [[1, 0.7], [0.7, 1]]
+    fresh = [spearmanr(*rng.multivariate_normal([0, 0], cov, 300).T).statistic for _ in range(1000)]
+    x, y = rng.multivariate_normal([0, 0], cov, 300).T
+    lo, hi = stats.bootstrap_interval(stats.spearman, (x, y), n_boot=1000, seed=0)
+    assert lo < stats.spearman(x, y) < hi
+    true_width = np.quantile(fresh, 0.975) - np.quantile(fresh, 0.025)
+    assert (hi - lo) == pytest.approx(true_width, rel=0.25)
+
+
+def test_bootstrap_interval_is_seeded_and_checks_its_input():
+    x = np.arange(10.0)
+    assert stats.bootstrap_interval(np.mean, (x,), seed=3) == stats.bootstrap_interval(np.mean, (x,), seed=3)
+    with pytest.raises(ValueError, match="share their first dimension"):
+        stats.bootstrap_interval(stats.spearman, (x, x[:5]))

