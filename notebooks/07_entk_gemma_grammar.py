@@ -392,3 +392,32 @@ claims.add("lanczos_seconds", {"cache (all layers)": round(spec.cache_seconds, 1
            target=f"reported: shared cache, then top-{top_k} Lanczos per layer on {lm.device}")
 claims.write()
 claims.table()
+
+# %% [markdown]
+# ## What this run shows
+#
+# The summary below is written from this run's numbers. Two limits hold for every profile: the
+# interval covers the sampling of the test contexts (the directions are chosen on each training half
+# and kept), and the offline corpus is text Gemma-3-270M wrote itself, not TinyStories. The paper's own
+# table has PCA ahead on PRON (.723 against .703), so its "every class" is 7 of 8 in its own numbers.
+
+# %%
+behind = [c for c, e, p in zip(grammar.UPOS_CLASSES, pos_e, pos_p) if e <= p]
+morph_behind = [n for n, e, p in zip(labels.morph.names, morph_e, morph_p) if e <= p]
+print(f"On {setting}, the 25 eNTK eigenvectors (converged: max relative residual {lanczos_max_residual:.1e} after "
+      f"{head_spec.pairs.n_matvecs} products) separate the 8 word classes with macro AUROC {pos_e.mean():.3f} against "
+      f"PCA's {pos_p.mean():.3f} (paper .827 / .745): a difference of {head.pos.macro:+.3f}, 95 % interval "
+      f"[{head.pos.macro_interval[0]:+.3f}, {head.pos.macro_interval[1]:+.3f}], which "
+      f"{'excludes' if head.pos.macro_interval[0] > 0 else 'does not exclude'} zero.")
+print(f"eNTK is ahead on {pos_wins} of 8 classes" + (f"; PCA is level or ahead on {', '.join(behind)}" if behind else "")
+      + f"; the per-class interval excludes zero on {int((head.pos.interval[:, 0] > 0).sum())} of them.")
+if n_morph:
+    print(f"Morphology ({n_morph} labels of the predicted word pass support ≥ {min_support} and the purity/coverage "
+          f"filter): eNTK {morph_e.mean():.3f} against PCA {morph_p.mean():.3f} (paper .783 / .743), difference "
+          f"{head.morph.macro:+.3f} [{head.morph.macro_interval[0]:+.3f}, {head.morph.macro_interval[1]:+.3f}]; "
+          f"eNTK ahead on {morph_wins} of {n_morph}" + (f" (not on {', '.join(morph_behind)})" if morph_behind else "")
+          + ".")
+else:
+    print(f"No morphology label passes support ≥ {min_support} and the purity/coverage filter at N = {N}.")
+if short:
+    print(f"The corpus ran short for {', '.join(f'{c} ({k} of {n_per_class})' for c, k in short.items())}.")
