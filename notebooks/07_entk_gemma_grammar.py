@@ -410,9 +410,9 @@ print(f"On {setting}, the 25 eNTK eigenvectors (converged: max relative residual
       f"[{head.pos.macro_interval[0]:+.3f}, {head.pos.macro_interval[1]:+.3f}], which "
       f"{'excludes' if head.pos.macro_interval[0] > 0 else 'does not exclude'} zero.")
 print(f"eNTK is ahead on {pos_wins} of 8 classes" + (f"; PCA is level or ahead on {', '.join(behind)}" if behind else "")
-      + f"; the per-class interval excludes zero on {int((head.pos.interval[:, 0] > 0).sum())} of them.")
+      + f"; the per-class interval lies above zero on {int((head.pos.interval[:, 0] > 0).sum())} of the 8 classes.")
 if n_morph:
-    print(f"Morphology ({n_morph} labels of the predicted word pass support ≥ {min_support} and the purity/coverage "
+    print(f"Morphology ({n_morph} label(s) of the predicted word pass support ≥ {min_support} and the purity/coverage "
           f"filter): eNTK {morph_e.mean():.3f} against PCA {morph_p.mean():.3f} (paper .783 / .743), difference "
           f"{head.morph.macro:+.3f} [{head.morph.macro_interval[0]:+.3f}, {head.morph.macro_interval[1]:+.3f}]; "
           f"eNTK ahead on {morph_wins} of {n_morph}" + (f" (not on {', '.join(morph_behind)})" if morph_behind else "")
