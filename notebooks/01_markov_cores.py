@@ -294,6 +294,48 @@ plots.savefig(fig, "operator_eigenvalues")
 plt.show()
 
 # %% [markdown]
+# ### The second chain: are the states that share a row merged?
+#
+# States with the same row of $T$ have the same future, so the Bayes code gives them the same core
+# coordinates, and the core's operator and its $R^2$ assume it. Two measurements per seed, on held-out
+# positions: the distance between the mean core coordinates of two such states, in whitened units
+# (0 for the Bayes code; 1 is one standard deviation of the core), beside the largest such distance
+# between states with different rows; and, with the core removed, which state each current state
+# is predicted to go to. With the core gone, the prediction should no longer depend on the current
+# state; when the two likeliest stationary states are close in $\pi$, any state-dependent residue
+# decides between them, and the removal accuracy moves away from the stationary guess.
+#
+# How to read the rows of the second chain: a seed whose shared-row distance is near 0 merged the two
+# states, as the Bayes code does, and should pass every `_deficient` row. A seed that keeps them
+# apart carries one direction more than the task needs: its energy rank reads K − 1 instead of
+# $\operatorname{rank}(T - \mathbf{1}\pi^\top)$ (the rank claim failing upwards, which the paper's chain
+# cannot show), and its linear operator must send two different points to one future, which lowers
+# $R^2_\text{core}/R^2_\text{oracle}$ and moves the eigenvalues. The distance is in the claims table as
+# `shared_row_distance_deficient`.
+
+# %%
+T_def = chains["deficient"]
+row_of = np.unique(T_def.round(12), axis=0, return_inverse=True)[1].ravel()
+shared = [(a, b) for a in range(K) for b in range(a + 1, K) if row_of[a] == row_of[b]]
+x_test = data["deficient"][1].x.flatten().to(dev)
+res = results["deficient"]
+with torch.no_grad():
+    removed = ace.remove(res.h_test.flatten(1, 2), res.core.q(res.rank), res.core.mean)
+    predicted = models["deficient"].unembed(removed.float()).argmax(-1)                     # (M, N·T)
+print(f"π = {np.round(markov.stationary_distribution(T_def), 4)}; states sharing a row: {shared}")
+shared_distance, apart_distance = [], []
+for m, seed in enumerate(seeds):
+    dist = metrics.class_mean_distances(res.coordinates("test", int(res.rank[m]))[m].flatten(0, 1), x_test, list(range(K)))
+    apart = max(float(dist[a, b]) for a in range(K) for b in range(a + 1, K) if row_of[a] != row_of[b])
+    shared_distance.append(max((float(dist[a, b]) for a, b in shared), default=float("nan")))
+    apart_distance.append(apart)
+    print(f"seed {seed}: whitened distance of shared-row states "
+          + ", ".join(f"{a}–{b} {float(dist[a, b]):.3f}" for a, b in shared) + f" (largest between different rows {apart:.3f})")
+    for k in range(K):
+        share = torch.bincount(predicted[m][x_test == k], minlength=K).double()
+        print(f"    core removed, current state {k}: predicted next state shares {np.round((share / share.sum()).cpu().numpy(), 3)}")
+
+# %% [markdown]
 # ## Compare models: different weights, different subspaces, the same computation
 #
 # Three views of every pair of seeds: the cosine of their flattened weight matrices, beside the same
@@ -410,6 +452,11 @@ for chain, T in chains.items():
     claims.add(f"r2_core_over_oracle_control{sfx}",
                {short[n]: round(float(identified[n]["r2_ratio"].min()), 4) for n in controls},
                target=f"reported: smallest ratio over seeds, beside r2_core_over_oracle{sfx}")
+    if chain == "deficient":
+        claims.add("shared_row_distance_deficient", np.round(shared_distance, 3).tolist(), paper=0,
+                   target="reported: whitened distance between the mean core coordinates of the states that share "
+                          f"a row (0 for the Bayes code; the largest between states with different rows: "
+                          f"{min(apart_distance):.2f}–{max(apart_distance):.2f})")
     beats = all(cca_min_of(chain) - cca_min_of(n) >= 0.05 and max(identified[n]["err"]) - max(fit["err"]) >= 0.05
                 and fit["r2_ratio"].min() - identified[n]["r2_ratio"].min() >= 0.05 for n in controls)
     claims.add(f"trained_beats_control{sfx}", beats,

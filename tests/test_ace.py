@@ -102,8 +102,9 @@ def test_fit_operators_recover_known_dynamics():
     torch.testing.assert_close(ace.fit_transition_operator(z, z @ A.T)[0], A)
     theta = 2 * np.pi / 7
     rot = torch.tensor([[np.cos(theta), np.sin(theta)], [-np.sin(theta), np.cos(theta)]])
-    means = torch.stack([torch.tensor([np.cos(c * theta), np.sin(c * theta)]) for c in range(7)])[None]
-    torch.testing.assert_close(ace.fit_shift_operator(means)[0], rot, atol=1e-10, rtol=0)
+    means = torch.stack([torch.tensor([np.cos(c * theta), np.sin(c * theta)]) for c in range(7)]) + 3.0
+    fit = ace.fit_shift_operator(means)                  # an offset is centred away; the basis is a rotation
+    torch.testing.assert_close(fit.basis @ fit.operator @ fit.basis.T, rot, atol=1e-10, rtol=0)
 
 
 def test_eigenvalue_error_matches_brute_force_matching():
@@ -127,15 +128,88 @@ def test_unit_circle_and_frequency_modes_of_rotations():
     assert ace.frequency_modes(np.linalg.eigvals(shift), p) == list(range(p // 2 + 1))
 
 
-def test_shift_operator_eigenvalues_of_a_rotation_code():
+def test_shift_operator_of_a_noisy_rotation_code():
     p, k = 13, 3
     labels = torch.arange(p).repeat(20)
     angle = 2 * np.pi * k * labels.double() / p
     z = torch.stack([torch.cos(angle), torch.sin(angle)], 1) + 0.01 * torch.randn(len(labels), 2, dtype=torch.float64)
-    eigs = ace.shift_operator_eigenvalues(z, labels, p)
+    fit = ace.shift_operator(z, labels, p)
     expected = np.exp(2j * np.pi * k / p * np.array([1, -1]))
-    assert ace.eigenvalue_error(eigs, expected) < 0.01
-    assert ace.frequency_modes(eigs, p) == [k]
+    assert ace.eigenvalue_error(fit.eigenvalues, expected) < 0.01
+    assert ace.frequency_modes(fit.eigenvalues, p) == [k]
+    assert fit.r2 > 0.99
+
+
+def _rotation_code(p, freqs, n_noise, per_class=6, seed=0):
+    """Core coordinates z (N, r) and labels (N,): cos/sin of 2πkc/p for each k in freqs (plus a constant
+    offset) and n_noise dimensions of noise that cancels exactly in every class mean, mixed by a random rotation."""
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(p), per_class)
+    angles = 2 * np.pi * np.outer(labels, freqs) / p
+    signal = np.concatenate([np.cos(angles), np.sin(angles)], 1)
+    half = rng.standard_normal((p, per_class // 2, n_noise))
+    noise = np.concatenate([half, -half], 1).reshape(-1, n_noise)          # ± pairs: class mean exactly 0
+    z = np.concatenate([signal + 0.1 * rng.standard_normal(signal.shape[1]), noise], 1)
+    mix = np.linalg.qr(rng.standard_normal((z.shape[1], z.shape[1])))[0]
+    return torch.from_numpy(z @ mix), torch.from_numpy(labels)
+
+
+@pytest.mark.parametrize("freqs, n_noise", [([1, 5, 9], 4), (list(range(1, 27)), 8)])
+def test_shift_fit_of_an_exact_rotation_code_is_a_rotation_also_past_p_minus_1_dims(freqs, n_noise):
+    p = 53
+    z, labels = _rotation_code(p, freqs, n_noise)
+    fit = ace.shift_operator(z, labels, p)
+    expected = np.exp(2j * np.pi * np.array(freqs + [-f for f in freqs]) / p)
+    assert fit.operator.shape == (2 * len(freqs),) * 2                     # the noise dimensions are truncated
+    assert fit.r2 == pytest.approx(1.0, abs=1e-10)
+    assert ace.eigenvalue_error(fit.eigenvalues, expected) < 1e-8
+    assert ace.unit_circle_fraction(fit.eigenvalues, p) == 1.0
+    assert ace.frequency_modes(fit.eigenvalues, p) == sorted(freqs)
+    if z.shape[1] > p - 1:
+        # the same data fitted without centring or truncation (plain lstsq, minimum norm) leaves the
+        # unit circle: the noise dimensions and the uncentred direction add eigenvalues near 0
+        means = ace.class_means(z, labels, p).numpy()
+        plain = np.linalg.lstsq(means, np.roll(means, -1, 0), rcond=None)[0]
+        assert ace.unit_circle_fraction(np.linalg.eigvals(plain), p) < 0.9
+
+
+def test_shift_fit_of_a_random_embedding_matches_sklearn_and_explains_little():
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import r2_score
+
+    p, r = 53, 5
+    means = np.random.default_rng(1).standard_normal((p, r)) + 2.0
+    fit = ace.fit_shift_operator(torch.from_numpy(means))
+    centred = means - means.mean(0)
+    target = np.roll(centred, -1, 0)
+    reg = LinearRegression(fit_intercept=False).fit(centred, target)
+    assert fit.r2 == pytest.approx(r2_score(target, reg.predict(centred), multioutput="variance_weighted"), abs=1e-10)
+    np.testing.assert_allclose(np.sort_complex(fit.eigenvalues), np.sort_complex(np.linalg.eigvals(reg.coef_)),
+                               atol=1e-10)
+    assert fit.r2 < 0.3
+
+
+def test_shift_fit_is_exact_once_the_means_span_every_centred_dimension():
+    # the shift permutes the classes, so on p − 1 independent centred means it is exactly linear
+    p = 11
+    fit = ace.fit_shift_operator(torch.randn(p, 15, dtype=torch.float64))
+    assert fit.operator.shape == (p - 1, p - 1)
+    assert fit.r2 == pytest.approx(1.0, abs=1e-10)
+    assert ace.eigenvalue_error(fit.eigenvalues, np.exp(2j * np.pi * np.arange(1, p) / p)) < 1e-8
+
+
+def test_shift_fit_of_identical_means_is_empty():
+    fit = ace.fit_shift_operator(torch.ones(7, 3, dtype=torch.float64))
+    assert fit.operator.shape == (0, 0) and fit.eigenvalues.size == 0 and np.isnan(fit.r2)
+
+
+def test_shift_fit_rejects_bad_input():
+    with pytest.raises(ValueError, match="class_means"):
+        ace.fit_shift_operator(torch.randn(1, 3))
+    with pytest.raises(ValueError, match="rcond"):
+        ace.fit_shift_operator(torch.randn(5, 3), rcond=0)
+    with pytest.raises(ValueError, match="every class"):
+        ace.class_means(torch.randn(4, 2), torch.tensor([0, 0, 1, 1]), 3)
 
 
 def test_operator_r2_is_sklearn_r2_in_whitened_coordinates_and_coordinate_free():

@@ -65,3 +65,23 @@ def test_cosine_matrix_and_off_diagonal():
     W = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
     C = metrics.cosine_matrix(W)
     np.testing.assert_allclose(metrics.off_diagonal(C), [0.0, 2 ** -0.5, 2 ** -0.5], atol=1e-12)
+
+
+def test_class_mean_distances_match_scipy_mahalanobis():
+    from scipy.spatial.distance import mahalanobis
+
+    gen = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 4, (3000,), generator=gen)
+    z = torch.randn(3000, 3, generator=gen, dtype=torch.float64) @ torch.tensor([[2.0, 0.3, 0], [0, 1, 0.5], [0, 0, 0.2]],
+                                                                              dtype=torch.float64)
+    z[labels == 1] += torch.tensor([1.0, -2.0, 0.3], dtype=torch.float64)
+    z[labels == 2] = z[labels == 3] = z[labels == 2].mean(0)  # two classes with the same mean: distance 0
+    dist = metrics.class_mean_distances(z, labels, [0, 1, 2, 3])
+    inverse = np.linalg.inv(np.cov(z.numpy().T))
+    means = [z[labels == k].mean(0).numpy() for k in range(4)]
+    for a in range(4):
+        for b in range(4):
+            assert abs(float(dist[a, b]) - mahalanobis(means[a], means[b], inverse)) < 1e-9
+    assert float(dist[2, 3]) < 1e-9 < float(dist[0, 1])
+    with pytest.raises(ValueError, match=r"classes \[7\]"):
+        metrics.class_mean_distances(z, labels, [0, 7])

@@ -182,10 +182,45 @@ def operator_r2(z_now: Tensor, z_next: Tensor, A: Tensor) -> Tensor:
     return 1 - torch.linalg.solve(cov, err).diagonal(dim1=1, dim2=2).sum(-1) / z_next.shape[-1]
 
 
-def fit_shift_operator(class_means: Tensor) -> Tensor:
-    """Return A (M, r, r) with m_c A ≈ m_{c+1 mod C} for per-class mean core vectors (M, C, r)."""
-    nxt = torch.roll(class_means, shifts=-1, dims=1)
-    return torch.linalg.lstsq(class_means.double(), nxt.double()).solution
+@dataclass
+class ShiftFit:
+    """Result of :func:`fit_shift_operator` for one model.
+
+    ``operator`` A (k, k) acts on the coordinates y = (m − m̄) V of the centred class means in the
+    orthonormal ``basis`` V (r, k); ``eigenvalues`` (k,) are eig(A) and ``r2`` the fit's R².
+    """
+
+    operator: Tensor
+    basis: Tensor
+    eigenvalues: np.ndarray
+    r2: float
+
+
+def fit_shift_operator(class_means: Tensor, rcond: float = 1e-3) -> ShiftFit:
+    """Return the least-squares fit y_c A ≈ y_{c+1 mod C} on the centred class means (C, r), as the ACE authors fit it.
+
+    The means are centred over the C classes and projected onto their top k right singular vectors,
+    those with σ ≥ ``rcond``·σ_max (k ≤ C − 1, since centring removes one dimension), so directions
+    the class means do not span add no spurious eigenvalues near 0. R² = 1 − ‖y_next − yA‖² / ‖y_next‖²
+    (y_next is centred). The shift permutes the C classes, so when the means span all C − 1 centred
+    dimensions the fit is exact (R² = 1, every eigenvalue a C-th root of unity) whatever the means are.
+    """
+    if class_means.dim() != 2 or class_means.shape[0] < 2:
+        raise ValueError(f"class_means must be (C, r) with C >= 2 classes, got {tuple(class_means.shape)}")
+    if not 0 < rcond < 1:
+        raise ValueError(f"rcond must be in (0, 1), got {rcond}")
+    m = class_means.double()
+    m = m - m.mean(0)
+    _, s, vh = torch.linalg.svd(m, full_matrices=False)
+    k = min(int((s > 0).logical_and(s >= rcond * s[0]).sum()), m.shape[0] - 1)
+    basis = vh[:k].T                                                  # (r, k)
+    if k == 0:
+        return ShiftFit(operator=m.new_zeros(0, 0), basis=basis, eigenvalues=np.zeros(0, complex), r2=float("nan"))
+    y = m @ basis                                                     # (C, k)
+    nxt = torch.roll(y, shifts=-1, dims=0)
+    A = torch.linalg.lstsq(y, nxt).solution                          # (k, k)
+    r2 = 1 - float((nxt - y @ A).square().sum() / nxt.square().sum())
+    return ShiftFit(operator=A, basis=basis, eigenvalues=torch.linalg.eigvals(A).cpu().numpy(), r2=r2)
 
 
 def eigenvalue_error(fitted: np.ndarray, reference: np.ndarray) -> float:
@@ -218,11 +253,18 @@ def frequency_modes(eigenvalues: np.ndarray, p: int) -> list[int]:
     return sorted({int(k) for k in np.rint(np.abs(np.angle(on_circle)) * p / (2 * np.pi))})
 
 
-def shift_operator_eigenvalues(z: Tensor, labels: Tensor, n_classes: int) -> np.ndarray:
-    """Return eig(A) (r,) of the operator m_c A ≈ m_{c+1} fitted on per-class means of core coordinates z (N, r)."""
+def class_means(z: Tensor, labels: Tensor, n_classes: int) -> Tensor:
+    """Return the per-class means (C, r) of vectors z (N, r) with integer labels (N,) in [0, C)."""
     onehot = torch.nn.functional.one_hot(labels.to(z.device), n_classes).to(z.dtype)     # (N, C)
-    class_means = (onehot.T @ z) / onehot.sum(0)[:, None]                                  # (C, r)
-    return torch.linalg.eigvals(fit_shift_operator(class_means[None])[0]).cpu().numpy()
+    counts = onehot.sum(0)
+    if bool((counts == 0).any()):
+        raise ValueError(f"every class 0..{n_classes - 1} needs at least one example in labels")
+    return (onehot.T @ z) / counts[:, None]
+
+
+def shift_operator(z: Tensor, labels: Tensor, n_classes: int) -> ShiftFit:
+    """Return the :func:`fit_shift_operator` fit m_c A ≈ m_{c+1} on the per-class means of core coordinates z (N, r)."""
+    return fit_shift_operator(class_means(z, labels, n_classes))
 
 
 def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, all_x: Tensor,
@@ -230,9 +272,10 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     """Return ACE of every model at the last-token readout of a modular-arithmetic transformer.
 
     Extracts on ``train_x``, validates on ``test_x`` / ``test_y`` (N_test,) and identifies the shift
-    operator on all inputs ``all_x`` grouped by ``all_labels``. Keys (each a list over the M models):
-    ``energy``, ``sufficient`` and ``necessary`` ranks, ``eigs`` (np.ndarray each), ``circle``
-    (fraction on the unit circle) and ``modes`` (distinct frequencies).
+    operator on all inputs ``all_x`` grouped by ``all_labels`` on the core of rank max(energy, necessary),
+    as the authors do. Keys (each a list over the M models): ``energy``, ``sufficient`` and ``necessary``
+    ranks, ``fit_rank``, the operator's ``eigs`` (np.ndarray each), ``r2`` (R² of the fit), ``circle``
+    (fraction of eigenvalues on the unit circle) and ``modes`` (distinct frequencies).
     """
     p = model.config.out_vocab
     with torch.no_grad():
@@ -247,12 +290,15 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     with torch.no_grad():
         keep, rem = ablation_curves(core, h_test, accuracy, ranks)
         base = accuracy(h_test)
-    eigs = [shift_operator_eigenvalues(core.coordinates(h_all[m:m + 1], int(rank[m]))[0], all_labels, p)
+    necessary = necessary_rank(rem, 2 / p, ranks)
+    fit_rank = torch.maximum(rank, necessary)
+    fits = [shift_operator(core.coordinates(h_all[m:m + 1], int(fit_rank[m]))[0], all_labels, p)
             for m in range(h_all.shape[0])]
     return {"energy": rank.tolist(), "sufficient": sufficient_rank(keep, base, ranks).tolist(),
-            "necessary": necessary_rank(rem, 2 / p, ranks).tolist(), "eigs": eigs,
-            "circle": [unit_circle_fraction(e, p) for e in eigs],
-            "modes": [len(frequency_modes(e, p)) for e in eigs]}
+            "necessary": necessary.tolist(), "fit_rank": fit_rank.tolist(),
+            "eigs": [f.eigenvalues for f in fits], "r2": [f.r2 for f in fits],
+            "circle": [unit_circle_fraction(f.eigenvalues, p) for f in fits],
+            "modes": [len(frequency_modes(f.eigenvalues, p)) for f in fits]}
 
 
 @dataclass

@@ -63,3 +63,19 @@ def off_diagonal(A: Tensor | np.ndarray) -> np.ndarray:
     """Return the entries of a square matrix above its diagonal (M(M−1)/2,)."""
     A = np.asarray(A.cpu() if isinstance(A, Tensor) else A)
     return A[np.triu_indices(A.shape[0], k=1)]
+
+
+def class_mean_distances(z: Tensor, labels: Tensor, classes: list[int]) -> Tensor:
+    """Return the Mahalanobis distances (C, C) between the means of z (N, r) over each class in ``classes``.
+
+    Distances are in units of z's own covariance (whitened coordinates), so they do not depend on the
+    basis of z; a class absent from ``labels`` raises.
+    """
+    missing = [k for k in classes if not bool((labels == k).any())]
+    if missing:
+        raise ValueError(f"classes {missing} do not occur in labels")
+    z = z.double()
+    factor = torch.linalg.cholesky(torch.atleast_2d(torch.cov(z.T)))
+    means = torch.stack([z[labels == k].mean(0) for k in classes])                       # (C, r)
+    white = torch.linalg.solve_triangular(factor, means.T, upper=False).T
+    return torch.cdist(white, white)
