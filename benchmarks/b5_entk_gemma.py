@@ -12,8 +12,8 @@ random vectors (their results must agree), and the top-25 by block Lanczos (``--
 vectors). The baseline's Lanczos time is its measured per-product time times the products Lanczos
 used (marked "extrapolated"). Prints the speedup and appends one JSON line to ``benchmarks/results.jsonl``.
 
-    python benchmarks/b5_entk_gemma.py                 # CPU: 16 contexts of 32 tokens, layer 17
-    python benchmarks/b5_entk_gemma.py --full          # GPU default: 1024 contexts of 64 tokens, layer 16
+    python benchmarks/b5_entk_gemma.py                 # CPU: 16 contexts of 32 tokens, model.layers.16
+    python benchmarks/b5_entk_gemma.py --full          # GPU default: 1024 contexts of 64 tokens, model.layers.16
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from common import add_common_arguments, emit, setup, sync
 
 from corekit import entk
 from corekit import lm as llm
+from corekit.grammar_entk import stream_of
 from corekit.tasks import grammar
 
 
@@ -44,7 +45,7 @@ def contexts(lm: llm.LM, n: int, tokens: int) -> torch.Tensor:
 
 def baseline_products(lm: llm.LM, ids: torch.Tensor, layer: int, S_half: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     """Return K̃ V (b, N·d) one vector at a time: a full forward pass and two autograd.grad calls per vector."""
-    W = lm.blocks[layer - 1].mlp.down_proj.weight
+    W = lm.blocks[layer - 1].mlp.down_proj.weight                                          # corekit's 1-based block
     N, d = ids.shape[0], lm.d_model
     S = S_half.to(W.dtype)
     out = []
@@ -69,7 +70,7 @@ def main() -> None:
     size.add_argument("--full", action="store_true", help="paper size (the default on a GPU)")
     parser.add_argument("--contexts", type=int, default=None, help="N (default 16 small, 1024 full)")
     parser.add_argument("--tokens", type=int, default=None, help="tokens per context after BOS (32 small, 64 full)")
-    parser.add_argument("--layer", type=int, default=None, help="decoder block of the MLP (17 small, 16 full)")
+    parser.add_argument("--layer", type=int, default=None, help="Hugging Face block N of model.layers.N.mlp.down_proj (default 16)")
     parser.add_argument("--vectors", type=int, default=None, help="vectors in the product timing (4 small, 8 full)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--lanczos-vectors", type=int, default=None, help="Krylov vectors (48 small, 50 full)")
@@ -81,12 +82,13 @@ def main() -> None:
     full = args.full or (device.type == "cuda" and not args.small)
     N = args.contexts or (1024 if full else 16)
     T = args.tokens or (64 if full else 32)
-    layer = args.layer or (16 if full else 17)
+    hf_layer = 16 if args.layer is None else args.layer
     b = args.vectors or (8 if full else 4)
     krylov, block = args.lanczos_vectors or (50 if full else 48), args.block_size or (5 if full else 8)
 
     lm = llm.load("gemma-3-270m", device=device, dtype="float32")
     ids = contexts(lm, N, T)
+    layer = stream_of(lm, hf_layer)
     op = entk.ResidualStreamNTK(lm, ids[:2], layer)                           # warm-up (and the UᵀU cache)
     V = torch.randn(b, op.n, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(device)
     baseline_products(lm, ids[:2], layer, op.S_half, V[:1])
@@ -117,7 +119,7 @@ def main() -> None:
     record = {
         "id": "B5", "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precision": "fp32 model; fp64 Lanczos basis and S^1/2",
-        "sizes": {"model": "gemma-3-270m", "contexts": N, "tokens": T + 1, "layer": layer, "module": "mlp.down_proj",
+        "sizes": {"model": "gemma-3-270m", "contexts": N, "tokens": T + 1, "module": op.module_path,
                   "parameters": op.n_params, "n": op.n, "downstream_blocks": len(op.downstream), "vectors": b,
                   "top": args.top, "krylov_vectors": pairs.n_matvecs, "block_size": block},
         "baseline_s": round(baseline_s, 3), "ours_s": round(ours_s, 3), "speedup": round(baseline_s / ours_s, 2),

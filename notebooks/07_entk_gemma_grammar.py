@@ -19,43 +19,52 @@
 # model's empirical NTK line up with grammatical features: on story text, the leading eigenvectors of
 # Gemma-3-270M's eNTK with respect to one MLP's parameters separate word classes (nouns, verbs,
 # determiners ...) and morphology (number, tense, case ...) of the *next* word better than the same
-# number of principal components of the activations. Does this reproduce on the real model, offline?
+# number of principal components of the activations, on every class. Does this reproduce on the real
+# model, offline, with intervals?
 #
 # **Method**, in five steps below (the library module `corekit.grammar_entk` holds each step's state
-# in one small object):
+# in one small object). Layers are named as in Hugging Face: `layer` N is the decoder block
+# `model.layers.N` (0-based); the paper's headline is `model.layers.16.mlp.down_proj`.
 #
 # 1. *Contexts*: `context_tokens` tokens of story text in TinyStories' style
-#    {cite}`eldan2023tinystories` that end right before a word, labelled by spaCy's UD pipeline with
-#    that word's UPOS class and morphology; a context is kept only if the model's greedy next word has
-#    the same UPOS (the paper's filter), `n_per_class` contexts for each of 8 classes.
+#    {cite}`eldan2023tinystories` that end right before a word of one of 8 UPOS classes (spaCy's UD
+#    pipeline). The model continues each context greedily by `continuation` tokens; spaCy tags the
+#    first word of that continuation in place (the *predicted* word). A context is kept only if the
+#    predicted word has the true word's UPOS (the paper's filter), `n_per_class` per class; its
+#    morphology labels are the predicted word's UD features.
 # 2. *Kernel*: the eNTK of the final logits at the last token with respect to the down-projection
-#    weights of the MLP of block `layer` (2048 × 640 parameters), as an operator on the residual
+#    weights of `model.layers.{layer}.mlp` (2048 × 640 parameters), as an operator on the residual
 #    stream (below).
-# 3. *Spectrum*: its top `top_k` eigenpairs by block Lanczos (`spectra`).
-# 4. *Check*: Lanczos against a dense kernel built from explicit Jacobians on a few short contexts
-#    (`dense_check`).
+# 3. *Spectrum*: its top `top_k` eigenpairs by block Lanczos, run until every one of them has a
+#    relative residual $\|\tilde K v - \lambda v\| / \lambda \le$ `lanczos_tol`.
+# 4. *Check*: Lanczos against a dense kernel built from explicit Jacobians on a few short contexts.
 # 5. *Probes*: each eigenvector reduced to one score per context, against the same number of
-#    principal components of the residual stream, on a stratified, seeded 50/50 split (`compare`).
+#    principal components of the same block's output, on `split_seeds` stratified 50/50 splits, with a
+#    paired bootstrap over contexts for the difference.
 #
-# The quick defaults use fewer, shorter contexts, a layer near the top (few blocks downstream of the
-# module) and a short Krylov space; `notebooks/params/paper/07_entk_gemma_grammar.yaml` holds the
-# paper's settings for a GPU. Every number below is computed in this run.
+# The quick defaults use fewer, shorter contexts; `notebooks/params/cpu/07_entk_gemma_grammar.yaml`
+# runs 64-token contexts on the paper's layer within 40 minutes of a 2-core CPU, and
+# `notebooks/params/paper/07_entk_gemma_grammar.yaml` holds the paper's settings for a GPU. Every
+# number below is computed in this run.
 
 # %% tags=["parameters"]
 model = "gemma-3-270m"
 corpus = "auto"
 context_tokens = 24  # range: [1, inf)
-n_per_class = 20  # range: [1, inf)
-layer = 17  # range: [0, inf)
-sweep_layers = [17, 18]  # range: [0, inf)
+n_per_class = 24  # range: [1, inf)
+layer = 16  # range: [0, inf)
+sweep_layers = [16, 17]  # range: [0, inf)
 top_k = 25  # range: [1, inf)
-lanczos_vectors = 48  # range: [1, inf)
-block_size = 8  # range: [1, inf)
+lanczos_vectors = 250  # range: [1, inf)
+block_size = 5  # range: [2, inf)
+lanczos_tol = 0.001  # range: (0, 1)
 dense_examples = 4  # range: [1, inf)
 dense_tokens = 12  # range: [1, inf)
-min_support = 5  # range: [1, inf)
+continuation = 3  # range: [1, inf)
+min_support = 30  # range: [1, inf)
+split_seeds = 5  # range: [1, inf)
+n_boot = 1000  # range: [1, inf)
 data_seed = 0  # range: [0, inf)
-split_seed = 0  # range: [0, inf)
 n_show = 3  # range: [0, inf)
 n_top_contexts = 5  # range: [0, inf)
 batch_size = 32  # range: [1, inf)
@@ -70,7 +79,8 @@ import matplotlib.pyplot as plt
 from corekit import lm as language_models
 from corekit import plots
 from corekit.claims import Claims
-from corekit.grammar_entk import compare, dense_check, probe_labels, spectra
+from corekit.grammar_entk import compare, dense_check, pca_by_layer, probe_labels, spectra, stream_of
+from corekit.probes import evaluate_splits
 from corekit.tasks import grammar
 
 plots.use_style()
@@ -78,22 +88,25 @@ claims = Claims("07_entk_gemma_grammar")
 lm = language_models.load(model, device=device, dtype="float32")
 layers = sorted(set(sweep_layers) | {layer})
 for l in layers:
-    if not isinstance(l, int) or not 1 <= l <= lm.n_layers:
-        raise ValueError(f"layer and sweep_layers must name decoder blocks 1..{lm.n_layers} of {model}, got {l!r}")
+    stream_of(lm, l)
 if not 1 <= top_k < lanczos_vectors:
     raise ValueError(f"top_k must be at least 1 and below lanczos_vectors={lanczos_vectors}, got {top_k}")
 if not 1 <= dense_tokens <= context_tokens:
     raise ValueError(f"dense_tokens must be in 1..context_tokens={context_tokens}, got {dense_tokens}")
-print(f"{model}: {lm.n_layers} blocks, d_model {lm.d_model}, vocabulary {lm.config.vocab_size}, "
-      f"final logit soft-cap {lm.config.final_logit_softcapping} ({lm.source}); device {lm.device}")
+if not isinstance(split_seeds, int) or split_seeds < 1:
+    raise ValueError(f"split_seeds must be a positive integer (the number of stratified splits), got {split_seeds!r}")
+print(f"{model}: {lm.n_layers} blocks (model.layers.0 … model.layers.{lm.n_layers - 1}), d_model {lm.d_model}, "
+      f"vocabulary {lm.config.vocab_size}, final logit soft-cap {lm.config.final_logit_softcapping} ({lm.source}); "
+      f"device {lm.device}")
 
 # %% [markdown]
 # ## 1. Contexts, labels and the greedy filter
 #
 # Candidates are drawn at random per class; each runs through the model once, which gives its greedy
-# next token (appended to the context and tagged by spaCy in place) and the residual stream at the
-# last token for the PCA baseline. Morphology labels are kept when each half of the split holds at
-# least `min_support` positives and negatives.
+# continuation and the residual stream at the last token after every block (for the PCA baseline).
+# Morphology labels are the paper's: features of the predicted word with at least `min_support`
+# positives, minus those that merely restate a word class (≥ 0.9 of their positives share one UPOS
+# *and* they cover ≥ 0.9 of that class).
 #
 # ```{note}
 # TinyStories is used when `datasets` can fetch it within seconds. Offline, the corpus shipped with
@@ -105,19 +118,23 @@ print(f"{model}: {lm.n_layers} blocks, d_model {lm.d_model}, vocabulary {lm.conf
 stories = grammar.load_corpus(corpus)
 nlp = grammar.load_spacy()
 pool = grammar.candidates(lm.tokenizer, stories.stories, nlp, context_tokens)
-sel = grammar.select(lm, pool, nlp, n_per_class, layers, seed=data_seed, batch_size=batch_size)
-labels = probe_labels(sel, split_seed, min_support)
+sel = grammar.select(lm, pool, nlp, n_per_class, list(range(1, lm.n_layers + 1)), seed=data_seed,
+                     batch_size=batch_size, continuation=continuation)
+labels = probe_labels(sel, list(range(split_seeds)), min_support, n_boot, data_seed)
 N = len(sel.contexts)
+short = {c: k for c, k in sel.kept.items() if k < n_per_class}
 print(f"corpus: {stories.source}, {len(stories.stories)} stories; N = {N} contexts kept of "
-      f"{sum(sel.tried.values())} tried ({len(labels.train)} train / {len(labels.test)} test); "
-      f"{len(labels.morph_names)} morphology labels: {labels.morph_names}")
+      f"{sum(sel.tried.values())} tried; {split_seeds} splits of {len(labels.splits[0][0])} train / "
+      f"{len(labels.splits[0][1])} test; classes short of {n_per_class}: {short or 'none'}")
+print(f"{len(labels.morph.names)} morphology labels kept: {labels.morph.names}")
 
 # %% tags=["hide-output"]
 print(f"recipe of the corpus: {stories.recipe}")
 print("candidates per class: " + ", ".join(f"{c} {sum(x.upos == c for x in pool)}" for c in grammar.UPOS_CLASSES))
 print("kept / tried per class: " + ", ".join(f"{c} {sel.kept[c]}/{sel.tried[c]}" for c in grammar.UPOS_CLASSES))
-for x, g in list(zip(sel.contexts, sel.greedy))[::max(1, N // 6)][:6]:
-    print(f"   [{x.upos:5s}] …{x.text[-70:]!r} -> {x.word!r} (greedy {g!r}; {x.morph})")
+print("morphology labels dropped: " + "; ".join(f"{k}: {v}" for k, v in labels.morph.dropped.items()))
+for x, g, m in list(zip(sel.contexts, sel.greedy, sel.predicted_morph))[::max(1, N // 6)][:6]:
+    print(f"   [{x.upos:5s}] …{x.text[-60:]!r} -> true {x.word!r}, predicted {g!r} ({m})")
 
 # %% [markdown]
 # ## 2. The kernel as an operator on the residual stream
@@ -145,25 +162,31 @@ for x, g in list(zip(sel.contexts, sel.greedy))[::max(1, N // 6)][:6]:
 # itself.
 # ```
 #
-# ## 3. The top eigenpairs, layer by layer
+# ## 3. The top eigenpairs, converged
 #
-# Block Lanczos with full reorthogonalisation (`corekit.entk.lanczos`) on $\tilde K$ with a Krylov
-# space of `lanczos_vectors` vectors; the residuals $\|\tilde K v - \lambda v\|$ are reported.
+# Block Lanczos with full reorthogonalisation (`corekit.entk.lanczos`, blocks of `block_size`) on
+# $\tilde K$, stopped once every one of the `top_k` pairs has $\|\tilde K v - \lambda v\| \le$
+# `lanczos_tol` $\cdot \lambda$ (its own eigenvalue), or at `lanczos_vectors` vectors. The paper runs
+# 50 single-vector steps for 25 pairs; the number of products each layer needed is printed.
 
 # %%
-spec = spectra(lm, sel, layers, top_k, lanczos_vectors, block_size, data_seed, chunk_size, vector_chunk)
+spec = spectra(lm, sel, layers, top_k, lanczos_vectors, block_size, lanczos_tol, data_seed, chunk_size, vector_chunk)
 for l, s in spec.layers.items():
-    rel = (s.pairs.residuals / s.pairs.values[0]).cpu()
-    print(f"layer {l}: {s.n_params:,} parameters, {s.downstream} blocks downstream, n = {s.n:,}; "
+    rel = s.relative_residuals
+    print(f"{s.module}: {s.n_params:,} parameters, {s.downstream} blocks downstream, n = {s.n:,}; "
           f"{s.pairs.n_matvecs} products; λ{top_k}/λ1 {float(s.pairs.values[-1] / s.pairs.values[0]):.3g}; "
-          f"residual/λ1: top-5 max {float(rel[:5].max()):.1e}, all max {float(rel.max()):.1e}")
+          f"max ‖K̃v − λv‖/λ over the top {top_k}: {rel.max():.1e} (top 5: {rel[:5].max():.1e})")
+head_spec = spec.layers[layer]
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(5.5, 3.4))
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
 for l, s in spec.layers.items():
-    ax.semilogy(np.arange(1, top_k + 1), s.pairs.values.cpu(), "o-", ms=3, label=f"layer {l}")
-ax.set(xlabel="eigenvalue index", ylabel="λ of K̃", title="top eigenvalues (Lanczos)")
-ax.legend()
+    ax1.semilogy(np.arange(1, top_k + 1), s.pairs.values.cpu(), "o-", ms=3, label=s.module)
+    ax2.semilogy(np.arange(1, top_k + 1), s.relative_residuals, "o-", ms=3, label=s.module)
+ax2.axhline(lanczos_tol, color="black", lw=0.6, ls=":")
+ax1.set(xlabel="eigenvalue index", ylabel="λ of K̃", title="top eigenvalues (Lanczos)")
+ax2.set(xlabel="eigenvalue index", ylabel="‖K̃v − λv‖ / λ", title="relative residuals")
+ax1.legend(fontsize=7)
 plots.savefig(fig, "eigenvalues")
 plt.show()
 
@@ -178,57 +201,68 @@ plt.show()
 #
 # $$K_r[n, m] = \sum_{t,s} (x_{n,t} \cdot x_{m,s})\, J_y(n,t) J_y(m,s)^\top.$$
 #
-# Its `eigh` eigenvalues are compared with Lanczos on the matrix-free operator of the same contexts,
-# run to convergence (every residual $\le 10^{-8} \lambda_1$, or the library's budget of $4k + 40$
-# vectors) for the claim, and with the short Krylov budget of the runs above for reference.
+# Its `eigh` eigenvalues are compared with Lanczos run with the same settings as above.
 
 # %%
-check = dense_check(lm, sel, layer, dense_examples, dense_tokens, top_k, block_size, lanczos_vectors, data_seed,
-                    chunk_size, vector_chunk)
+check = dense_check(lm, sel, layer, dense_examples, dense_tokens, top_k, lanczos_vectors, block_size, lanczos_tol,
+                    data_seed, chunk_size, vector_chunk)
 lanczos_rel_error = float(check.rel_error.max())
-rel_short = check.rel_error_short
-print(f"{len(check.contexts)} contexts of {check.tokens} tokens, layer {layer}, n = {check.n}: max relative "
-      f"eigenvalue error over the top {top_k} {lanczos_rel_error:.2e} ({check.converged.n_matvecs} products); "
-      f"with the runs' budget of {check.short.n_matvecs} products: top-5 {rel_short[:5].max():.1e}, "
-      f"all {rel_short.max():.1e}")
+print(f"{len(check.contexts)} contexts of {check.tokens} tokens, {head_spec.module}, n = {check.n}: max relative "
+      f"eigenvalue error over the top {top_k} {lanczos_rel_error:.2e} ({check.lanczos.n_matvecs} products)")
 
 # %% [markdown]
 # ## 5. Word classes and morphology: eNTK eigenvectors against PCA
 #
 # Each eigenvector becomes one score per context: the top singular component $u_1 \sigma_1$ of its
 # $(N, d)$ matrix of per-context blocks, the same as for the full kernel's $(N, V)$ blocks (which are
-# these blocks times the isometry $S^{-1/2} U^\top$). The baseline projects the same layer's residual
-# stream at the last token on its top `top_k` principal directions. For each label the best of the
-# `top_k` directions and its sign are chosen on the training half by average precision; AUROC and AP
-# are then measured on the test half. Macro averages run over the 8 UPOS classes and over the
-# morphology labels listed above.
+# these blocks times the isometry $S^{-1/2} U^\top$). The baseline projects the output of the same
+# block (`hidden_states[layer + 1]`) at the last token on its top `top_k` principal directions. For
+# each label the best of the `top_k` directions and its sign are chosen on the training half by
+# average precision; AUROC and AP are then measured on the test half, for each of `split_seeds`
+# stratified splits, and averaged over the splits.
+#
+# The interval on each difference (eNTK − PCA, averaged over splits) comes from a paired bootstrap:
+# `n_boot` times, the contexts are resampled within each word class, and both families are scored on
+# the same resample in every split. The directions chosen on each training half stay fixed, so the
+# interval covers the sampling of the test contexts, not the choice of direction.
 
 # %%
-results = {l: compare(s, labels) for l, s in spec.layers.items()}
+pca = pca_by_layer(lm, sel, top_k)
+results = {l: compare(s.scores, pca[l], labels) for l, s in spec.layers.items()}
 head = results[layer]
 for l, r in results.items():
-    print(f"layer {l}: POS macro AUROC eNTK {r.entk_pos.macro():.3f} / PCA {r.pca_pos.macro():.3f}; "
-          f"morphology {r.entk_morph.macro():.3f} / {r.pca_morph.macro():.3f} (held out)")
+    print(f"{spec.layers[l].module}: POS macro AUROC eNTK {r.entk_pos.auroc().mean():.3f} / PCA "
+          f"{r.pca_pos.auroc().mean():.3f}, difference {r.pos.macro:+.3f} [{r.pos.macro_interval[0]:+.3f}, "
+          f"{r.pos.macro_interval[1]:+.3f}]; morphology {r.entk_morph.auroc().mean():.3f} / "
+          f"{r.pca_morph.auroc().mean():.3f} (held out, mean of {split_seeds} splits)")
 
 # %% tags=["hide-output"]
-print(f"layer {layer}, held out:   class    eNTK AUROC (dir)   PCA AUROC (dir)   eNTK AP   PCA AP")
-for i, c in enumerate(grammar.UPOS_CLASSES):
-    e, p = head.entk_pos, head.pca_pos
-    print(f"   {c:>22s}    {e.test_auroc[i]:.3f} ({e.direction[i]:2d})         {p.test_auroc[i]:.3f} "
-          f"({p.direction[i]:2d})         {e.test_ap[i]:.3f}     {p.test_ap[i]:.3f}")
+def label_table(e, p, d):
+    """Print one row per label: mean test AUROC and AP of both families and the difference with its interval."""
+    print(f"   {'label':>22s}   eNTK AUROC   PCA AUROC   difference [95 % interval]   eNTK AP   PCA AP")
+    for i, name in enumerate(d.names):
+        print(f"   {name:>22s}      {e.auroc()[:, i].mean():.3f}       {p.auroc()[:, i].mean():.3f}     "
+              f"{d.diff[i]:+.3f} [{d.interval[i, 0]:+.3f}, {d.interval[i, 1]:+.3f}]      "
+              f"{e.ap()[:, i].mean():.3f}     {p.ap()[:, i].mean():.3f}")
+
+
+print(f"{head_spec.module}, held out, mean of {split_seeds} splits:")
+label_table(head.entk_pos, head.pca_pos, head.pos)
+label_table(head.entk_morph, head.pca_morph, head.morph)
 
 # %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6),
-                               gridspec_kw=dict(width_ratios=[8, max(4, len(labels.morph_names))]))
-for ax, key, names in ((ax1, "pos", grammar.UPOS_CLASSES), (ax2, "morph", labels.morph_names)):
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, getattr(head, f"entk_{key}").test_auroc, 0.4, label="eNTK eigenvectors")
-    ax.bar(x + 0.2, getattr(head, f"pca_{key}").test_auroc, 0.4, label="PCA")
+                               gridspec_kw=dict(width_ratios=[8, max(4, len(labels.morph.names))]))
+for ax, (e, p, d, title) in ((ax1, (head.entk_pos, head.pca_pos, head.pos, "word classes")),
+                             (ax2, (head.entk_morph, head.pca_morph, head.morph, "morphology"))):
+    x = np.arange(len(d.names))
+    for off, fam, lab in ((-0.2, e, "eNTK eigenvectors"), (0.2, p, "PCA")):
+        a = fam.auroc()
+        ax.bar(x + off, a.mean(0), 0.4, yerr=a.std(0) if len(a) > 1 else None, capsize=2, label=lab)
     ax.axhline(0.5, color="black", lw=0.6, ls=":")
-    ax.set_xticks(x, names, rotation=45 if key == "morph" else 0, ha="right" if key == "morph" else "center",
-                  fontsize=7 if key == "morph" else 9)
-    ax.set(ylim=(0.0, 1.02), ylabel="test AUROC",
-           title=f"layer {layer}: {'word classes' if key == 'pos' else 'morphology'}")
+    ax.set_xticks(x, d.names, rotation=45 if title == "morphology" else 0,
+                  ha="right" if title == "morphology" else "center", fontsize=7 if title == "morphology" else 9)
+    ax.set(ylim=(0.0, 1.02), ylabel="test AUROC (mean ± sd over splits)", title=f"{head_spec.module}: {title}")
 fig.legend(*ax1.get_legend_handles_labels(), loc="upper center", ncol=2, bbox_to_anchor=(0.5, 1.08))
 plots.savefig(fig, "auroc_by_label")
 plt.show()
@@ -236,27 +270,34 @@ plt.show()
 # %% [markdown]
 # ### The layer sweep
 #
-# The paper's table takes the best layer. Here the layer is chosen on the **training** half (the mean
-# training AUROC of the chosen eNTK directions over the 8 classes); the test macro AUROC at every layer
-# is shown for reference.
+# PCA runs on the output of every block; the eNTK on the blocks of `sweep_layers`. The paper's table
+# takes the best layer; here a layer is chosen on the **training** halves (the mean training AUROC of
+# the chosen directions over the 8 classes and the splits), and the test macro AUROC at every layer is
+# shown for reference.
 
 # %%
-train_macro = {l: results[l].entk_pos.train_auroc_macro(spec.layers[l].scores.numpy(), labels.pos, labels.train)
-               for l in layers}
-best_layer = max(train_macro, key=train_macro.get)
-print(f"best layer (train): {best_layer}; its test POS macro AUROC eNTK "
-      f"{results[best_layer].entk_pos.macro():.3f} / PCA {results[best_layer].pca_pos.macro():.3f}")
+def train_macro(probe, scores):
+    """Return the mean training AUROC of the chosen directions over the word classes and the splits."""
+    return float(np.mean([r.train_auroc_macro(scores.numpy(), labels.pos, train)
+                          for r, (train, _) in zip(probe.results, labels.splits)]))
+
+
+pca_sweep = {l: evaluate_splits(pca[l], labels.pos, list(grammar.UPOS_CLASSES), labels.splits) for l in pca}
+entk_train = {l: train_macro(results[l].entk_pos, spec.layers[l].scores) for l in layers}
+pca_train = {l: train_macro(pca_sweep[l], pca[l]) for l in pca}
+best_layer, best_pca = max(entk_train, key=entk_train.get), max(pca_train, key=pca_train.get)
+print(f"best eNTK layer (train): model.layers.{best_layer}; test POS macro AUROC eNTK "
+      f"{results[best_layer].entk_pos.auroc().mean():.3f} / PCA there {results[best_layer].pca_pos.auroc().mean():.3f}")
+print(f"best PCA layer (train): model.layers.{best_pca}; test POS macro AUROC {pca_sweep[best_pca].auroc().mean():.3f}")
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(5.5, 3.4))
-for method, style in (("entk", "o-"), ("pca", "s--")):
-    ax.plot(layers, [getattr(results[l], f"{method}_pos").macro() for l in layers], style,
-            label=f"{method}: POS (test)")
-    ax.plot(layers, [getattr(results[l], f"{method}_morph").macro() for l in layers], style[0] + ":",
-            label=f"{method}: morphology (test)")
-ax.plot(layers, [train_macro[l] for l in layers], "^-", color="0.5", ms=3, label="eNTK POS (train: selects)")
-ax.axvline(best_layer, color="black", lw=0.6)
-ax.set(xlabel="layer (block of the MLP)", ylabel="macro AUROC", title="per-layer sweep")
+fig, ax = plt.subplots(figsize=(6, 3.4))
+ax.plot(list(pca), [pca_sweep[l].auroc().mean() for l in pca], "s--", ms=3, label="PCA: POS (test)")
+ax.plot(layers, [results[l].entk_pos.auroc().mean() for l in layers], "o-", label="eNTK: POS (test)")
+ax.plot(layers, [results[l].entk_morph.auroc().mean() for l in layers], "o:", label="eNTK: morphology (test)")
+ax.plot(layers, [results[l].pca_morph.auroc().mean() for l in layers], "s:", label="PCA: morphology (test)")
+ax.axvline(layer, color="black", lw=0.6)
+ax.set(xlabel="Hugging Face block N (model.layers.N)", ylabel="macro AUROC", title="per-layer sweep")
 ax.legend(fontsize=7)
 plots.savefig(fig, "layer_sweep")
 plt.show()
@@ -268,9 +309,9 @@ plt.show()
 # as their last characters, the true next word and its class.
 
 # %% tags=["hide-output"]
-scores = spec.layers[layer].scores.numpy()
+scores = head_spec.scores.numpy()
 for k in range(min(n_show, top_k)):
-    print(f"eigenvector {k} (λ = {float(spec.layers[layer].pairs.values[k]):.4g}):")
+    print(f"eigenvector {k} (λ = {float(head_spec.pairs.values[k]):.4g}):")
     for s, text, word, upos in grammar.top_contexts(scores[k], sel.contexts, n_top_contexts):
         print(f"   {s:+8.3f}  …{text!r} -> {word!r} [{upos}]")
 
@@ -287,39 +328,96 @@ plt.show()
 # %% [markdown]
 # ## Claims
 #
-# Paper values are Gemma-3-270M at layer 16 with 128 contexts per class and 64-token contexts
-# {cite}`lin2025entk`; the quick profile differs (see the parameters), and a claim that does not
-# reproduce is shown failing with its measured value.
+# Paper values are Gemma-3-270M at `model.layers.16.mlp.down_proj` with 128 contexts per class of 64
+# tokens {cite}`lin2025entk`; a profile with other settings says so in each target, and a claim that
+# does not reproduce is shown failing with its measured value.
 
 # %%
 PAPER = dict(pos_entk=0.827, pos_pca=0.745, morph_entk=0.783, morph_pca=0.743)
-wins = int((head.entk_pos.test_auroc > head.pca_pos.test_auroc).sum())
+module = head_spec.module
+setting = f"{module}, N = {N} ({n_per_class} per class asked), {context_tokens}-token contexts"
+pos_e, pos_p = head.entk_pos.auroc().mean(0), head.pca_pos.auroc().mean(0)
+morph_e, morph_p = head.entk_morph.auroc().mean(0), head.pca_morph.auroc().mean(0)
+pos_wins, morph_wins, n_morph = int((pos_e > pos_p).sum()), int((morph_e > morph_p).sum()), len(labels.morph.names)
+interval = lambda d: [round(d.macro_interval[0], 4), round(d.macro_interval[1], 4)]  # noqa: E731
+lanczos_max_residual = float(head_spec.relative_residuals.max())
+claims.add("lanczos_max_residual", lanczos_max_residual, paper=None,
+           target=f"≤ {lanczos_tol:g}: max ‖K̃v − λv‖/λ of the {top_k} scored pairs, {module} "
+                  f"({head_spec.pairs.n_matvecs} products, blocks of {block_size})",
+           passed=lanczos_max_residual <= lanczos_tol)
 claims.add("lanczos_rel_error", lanczos_rel_error, paper=None,
-           target=f"≤ 1e-3: top-{top_k} eigenvalues, Lanczos ({check.converged.n_matvecs} products) vs dense eigh on "
-                  f"{len(check.contexts)} short contexts", passed=lanczos_rel_error <= 1e-3)
-claims.add("lanczos_rel_error_short_budget", {"top5": float(rel_short[:5].max()), "top10": float(rel_short[:10].max()),
-                                              f"top{top_k}": float(rel_short.max())}, paper=None,
-           target=f"reported: the same check with the runs' {check.short.n_matvecs} products")
-claims.add("pos_macro_auroc_entk", round(head.entk_pos.macro(), 4), paper=PAPER["pos_entk"],
-           target=f"reported: layer {layer}, held out; must beat PCA",
-           passed=head.entk_pos.macro() > head.pca_pos.macro())
-claims.add("pos_macro_auroc_pca", round(head.pca_pos.macro(), 4), paper=PAPER["pos_pca"],
-           target=f"reported: layer {layer}, held out")
-claims.add("pos_classes_entk_wins", wins, paper=7, target="eNTK above PCA on most (≥ 5) of the 8 classes (held out)",
-           passed=wins >= 5)
-claims.add("morph_macro_auroc_entk", round(head.entk_morph.macro(), 4), paper=PAPER["morph_entk"],
-           target=f"reported: layer {layer}, {len(labels.morph_names)} labels, held out; must beat PCA",
-           passed=head.entk_morph.macro() > head.pca_morph.macro())
-claims.add("morph_macro_auroc_pca", round(head.pca_morph.macro(), 4), paper=PAPER["morph_pca"],
-           target=f"reported: layer {layer}, held out")
-claims.add("best_layer", {"layer": best_layer, "test_pos_macro_entk": round(results[best_layer].entk_pos.macro(), 4),
-                          "test_pos_macro_pca": round(results[best_layer].pca_pos.macro(), 4)},
-           paper="16 (Table 3)", target=f"reported: chosen on the training half among layers {layers}")
-claims.add("contexts_kept", {"kept": N, "tried": sum(sel.tried.values())}, paper="1024 (128 per class)",
-           target="reported: contexts whose greedy next word has the true UPOS")
+           target=f"≤ 1e-3: top-{top_k} eigenvalues, Lanczos ({check.lanczos.n_matvecs} products) vs dense eigh on "
+                  f"{len(check.contexts)} contexts of {check.tokens} tokens, {module}",
+           passed=lanczos_rel_error <= 1e-3)
+claims.add("pos_macro_auroc_diff", {"diff": round(head.pos.macro, 4), "ci95": interval(head.pos)},
+           paper=round(PAPER["pos_entk"] - PAPER["pos_pca"], 3),
+           target=f"eNTK − PCA macro AUROC over 8 classes, 95 % paired-bootstrap interval (n_boot {n_boot}, "
+                  f"{split_seeds} splits), lower bound > 0; {setting}", passed=head.pos.macro_interval[0] > 0)
+claims.add("pos_macro_auroc_entk", round(float(pos_e.mean()), 4), paper=PAPER["pos_entk"],
+           target=f"reported: mean of {split_seeds} splits, held out; {setting}")
+claims.add("pos_macro_auroc_pca", round(float(pos_p.mean()), 4), paper=PAPER["pos_pca"],
+           target=f"reported: PCA on hidden_states[{layer + 1}] (the output of model.layers.{layer}), "
+                  f"mean of {split_seeds} splits, held out")
+claims.add("pos_macro_ap", {"entk": round(float(head.entk_pos.ap().mean()), 4),
+                            "pca": round(float(head.pca_pos.ap().mean()), 4)}, paper=None,
+           target=f"reported: macro average precision, mean of {split_seeds} splits, held out; {module}")
+claims.add("pos_classes_entk_wins", {"wins": pos_wins, "of": 8,
+                                     "interval_above_0": int((head.pos.interval[:, 0] > 0).sum())},
+           paper="8 of 8 ('every class'; its own table has PRON .703 < .723, i.e. 7)",
+           target=f"eNTK mean AUROC above PCA's on every one of the 8 classes; {module}", passed=pos_wins == 8)
+claims.add("morph_features_entk_wins", {"wins": morph_wins, "of": n_morph}, paper="all but one",
+           target=f"eNTK above PCA on ≥ n − 1 of the n morphology labels (predicted word, support ≥ {min_support}, "
+                  f"purity/coverage filter); {module}", passed=n_morph >= 1 and morph_wins >= n_morph - 1)
+claims.add("morph_macro_auroc_diff", {"diff": round(head.morph.macro, 4) if n_morph else None,
+                                      "ci95": interval(head.morph) if n_morph else None, "labels": n_morph},
+           paper=round(PAPER["morph_entk"] - PAPER["morph_pca"], 3),
+           target=f"eNTK − PCA macro AUROC over the morphology labels, 95 % paired-bootstrap interval, lower bound "
+                  f"> 0; {setting}", passed=n_morph >= 1 and head.morph.macro_interval[0] > 0)
+claims.add("morph_macro_auroc_entk", round(float(morph_e.mean()), 4) if n_morph else None, paper=PAPER["morph_entk"],
+           target=f"reported: mean of {split_seeds} splits, held out; {module}")
+claims.add("morph_macro_auroc_pca", round(float(morph_p.mean()), 4) if n_morph else None, paper=PAPER["morph_pca"],
+           target=f"reported: mean of {split_seeds} splits, held out; output of model.layers.{layer}")
+claims.add("best_layer", {"entk": f"model.layers.{best_layer}.mlp.down_proj",
+                          "entk_test_pos_macro": round(float(results[best_layer].entk_pos.auroc().mean()), 4),
+                          "pca": f"output of model.layers.{best_pca}",
+                          "pca_test_pos_macro": round(float(pca_sweep[best_pca].auroc().mean()), 4)},
+           paper="model.layers.16 (Table 3)",
+           target=f"reported: chosen on the training halves; eNTK among model.layers.{layers}, PCA among every block")
+claims.add("contexts_kept", {"kept": N, "tried": sum(sel.tried.values()), "short": short}, paper="1024 (128 per class)",
+           target=f"reported: contexts whose predicted word has the true UPOS ({context_tokens}-token contexts); "
+                  f"classes short of {n_per_class}")
 claims.add("lanczos_seconds", {"cache (all layers)": round(spec.cache_seconds, 1)}
-           | {l: round(s.seconds, 1) for l, s in spec.layers.items()},
-           paper="~480 (A100, layer 16, N = 1024)",
+           | {s.module: round(s.seconds, 1) for s in spec.layers.values()},
+           paper="~480 (A100, model.layers.16, N = 1024)",
            target=f"reported: shared cache, then top-{top_k} Lanczos per layer on {lm.device}")
 claims.write()
 claims.table()
+
+# %% [markdown]
+# ## What this run shows
+#
+# The summary below is written from this run's numbers. Two limits hold for every profile: the
+# interval covers the sampling of the test contexts (the directions are chosen on each training half
+# and kept), and the offline corpus is text Gemma-3-270M wrote itself, not TinyStories. The paper's own
+# table has PCA ahead on PRON (.723 against .703), so its "every class" is 7 of 8 in its own numbers.
+
+# %%
+behind = [c for c, e, p in zip(grammar.UPOS_CLASSES, pos_e, pos_p) if e <= p]
+morph_behind = [n for n, e, p in zip(labels.morph.names, morph_e, morph_p) if e <= p]
+print(f"On {setting}, the 25 eNTK eigenvectors (converged: max relative residual {lanczos_max_residual:.1e} after "
+      f"{head_spec.pairs.n_matvecs} products) separate the 8 word classes with macro AUROC {pos_e.mean():.3f} against "
+      f"PCA's {pos_p.mean():.3f} (paper .827 / .745): a difference of {head.pos.macro:+.3f}, 95 % interval "
+      f"[{head.pos.macro_interval[0]:+.3f}, {head.pos.macro_interval[1]:+.3f}], which "
+      f"{'excludes' if head.pos.macro_interval[0] > 0 else 'does not exclude'} zero.")
+print(f"eNTK is ahead on {pos_wins} of 8 classes" + (f"; PCA is level or ahead on {', '.join(behind)}" if behind else "")
+      + f"; the per-class interval lies above zero on {int((head.pos.interval[:, 0] > 0).sum())} of the 8 classes.")
+if n_morph:
+    print(f"Morphology ({n_morph} label(s) of the predicted word pass support ≥ {min_support} and the purity/coverage "
+          f"filter): eNTK {morph_e.mean():.3f} against PCA {morph_p.mean():.3f} (paper .783 / .743), difference "
+          f"{head.morph.macro:+.3f} [{head.morph.macro_interval[0]:+.3f}, {head.morph.macro_interval[1]:+.3f}]; "
+          f"eNTK ahead on {morph_wins} of {n_morph}" + (f" (not on {', '.join(morph_behind)})" if morph_behind else "")
+          + ".")
+else:
+    print(f"No morphology label passes support ≥ {min_support} and the purity/coverage filter at N = {N}.")
+if short:
+    print(f"The corpus ran short for {', '.join(f'{c} ({k} of {n_per_class})' for c, k in short.items())}.")

@@ -293,3 +293,20 @@ def test_nanda_initialisation_rescales_the_same_draws():
     assert float(ref.p("W_E").detach().norm() / W_E.norm()) == pytest.approx(8.0, rel=1e-6)   # 8× the authors' norm
     with pytest.raises(ValueError, match="init must be one of"):
         TransformerConfig(vocab=6, n_ctx=3, init="xavier")
+
+
+def test_lanczos_relative_to_each_eigenvalue():
+    # a steep spectrum: the small pairs converge relative to λ_1 long before relative to their own λ
+    n = 400
+    values = torch.cat([10.0 * 0.3 ** torch.arange(10.0), 1e-4 * torch.rand(n - 10, generator=torch.Generator().manual_seed(2))])
+    K = _psd_with_spectrum(values, seed=3)
+    ref = torch.linalg.eigvalsh(K).flip(0)[:10]
+    top = entk.lanczos(lambda V: V @ K, n, 10, block_size=2, tol=1e-6, relative_to="top")
+    each = entk.lanczos(lambda V: V @ K, n, 10, block_size=2, tol=1e-6, relative_to="each")
+    true_res = (K @ each.vectors - each.vectors * each.values).norm(dim=0)
+    assert float((true_res / ref).max()) <= 1e-6
+    assert float((top.residuals / top.values).max()) > 1e-3 and float((top.residuals / top.values[0]).max()) <= 1e-6
+    assert each.n_matvecs > top.n_matvecs
+    torch.testing.assert_close(each.values, ref, rtol=1e-9, atol=0)
+    with pytest.raises(ValueError, match="relative_to must be"):
+        entk.lanczos(lambda V: V @ K, n, 10, relative_to="max")

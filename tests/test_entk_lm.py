@@ -16,6 +16,7 @@ from torch.func import functional_call, jacrev  # noqa: E402
 
 from corekit import entk
 from corekit import lm as llm  # noqa: E402
+from corekit.grammar_entk import stream_of  # noqa: E402
 
 
 def tiny_gemma(softcap=None) -> llm.LM:
@@ -108,15 +109,38 @@ def test_bad_input(tiny):
         entk.eigenvector_scores(torch.zeros(10, 2), 3)
 
 
+def test_layer_names_the_hugging_face_block(tiny):
+    # notebook 07's `layer` N differentiates model.layers.N.mlp.down_proj and reads that block's output
+    lm, ids = tiny
+    for N in range(lm.n_layers):
+        stream = stream_of(lm, N)
+        op = entk.ResidualStreamNTK(lm, ids, stream)
+        assert op.linear is lm.model.get_submodule(f"model.layers.{N}.mlp.down_proj")
+        assert op.module_path == f"model.layers.{N}.mlp.down_proj"
+        out = {}
+        handle = lm.model.get_submodule(f"model.layers.{N}").register_forward_hook(
+            lambda m, a, o: out.setdefault("h", o[0] if isinstance(o, tuple) else o))
+        try:
+            with llm.residual_hooks(lm, read=[stream]) as seen:
+                lm.model(input_ids=ids)
+        finally:
+            handle.remove()
+        torch.testing.assert_close(seen[stream], out["h"], rtol=0, atol=0)
+    for bad in (-1, lm.n_layers, 1.0):
+        with pytest.raises(ValueError, match="model.layers.N"):
+            stream_of(lm, bad)
+
+
 @pytest.mark.llm
-@pytest.mark.parametrize("layer", [17, 18])
+@pytest.mark.parametrize("layer", [16, 17])
 def test_gemma_lanczos_matches_dense(layer):
     if not llm.OFFLINE["gemma-3-270m"].installed():
         pytest.skip("gemma-3-270m is not installed (bash scripts/install-models.sh)")
     lm = llm.load("gemma-3-270m", device="cpu", dtype="float32")
     ids = torch.tensor([lm.tokenizer("Once upon a time, there")["input_ids"][:6],
                         lm.tokenizer("The dog ran to the park")["input_ids"][:6]])
-    op = entk.ResidualStreamNTK(lm, ids, layer)
+    op = entk.ResidualStreamNTK(lm, ids, stream_of(lm, layer))
+    assert op.module_path == f"model.layers.{layer}.mlp.down_proj" and len(op.downstream) == 17 - layer
     with torch.no_grad():
         ref_out = lm.model.model(input_ids=ids).last_hidden_state[:, -1]
     torch.testing.assert_close(op.outputs(), ref_out, rtol=1e-4, atol=1e-4)
@@ -135,3 +159,16 @@ def test_shared_cache_matches_single_operators(tiny):
     for layer, op in ops.items():
         single = entk.ResidualStreamNTK(lm, ids, layer)
         torch.testing.assert_close(op.matvec(V), single.matvec(V), rtol=1e-9, atol=1e-12)
+
+
+def test_greedy_continuation_matches_generate(tiny):
+    # notebook 07 tags the first word of the model's 3-token greedy continuation (the predicted word)
+    from corekit.tasks.grammar import _forward
+    lm, ids = tiny
+    got, states = _forward(lm, ids, [1, 3], batch_size=2, continuation=3)
+    ref = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
+                            pad_token_id=0)[:, ids.shape[1]:]
+    assert torch.equal(got, ref)
+    with llm.residual_hooks(lm, read=[1, 3]) as seen:
+        lm.model(input_ids=ids)
+    torch.testing.assert_close(states, torch.stack([seen[1][:, -1], seen[3][:, -1]]).float())

@@ -56,11 +56,14 @@ def test_candidates_label_the_next_word(nlp):
     assert by_word["Lily"].labels() == {"PROPN", "Number=Sing"}
 
 
-def test_word_class_after(nlp):
-    got = grammar.word_class_after(["The big", "She saw the", "He ran", "It was"], [" dog", " cat", ".", "  "], nlp)
-    assert got == ["NOUN", "NOUN", "PUNCT", None]
+def test_word_after(nlp):
+    got = grammar.word_after(["The big", "She saw the", "He ran", "It was", "Then they"],
+                             [" dog", " cats", ".", "  ", " were happy"], nlp)
+    assert [g and g[0] for g in got] == ["NOUN", "NOUN", "PUNCT", None, "AUX"]
+    assert got[1][1]["Number"] == "Plur" and got[0][1]["Number"] == "Sing"
+    assert got[4][1]["Tense"] == "Past"                          # the first word of a longer continuation
     with pytest.raises(ValueError, match="same length"):
-        grammar.word_class_after(["a"], [], nlp)
+        grammar.word_after(["a"], [], nlp)
 
 
 def test_stratified_split():
@@ -107,14 +110,87 @@ def test_evaluate_against_sklearn():
         probes.evaluate(S, labels, ["y"], train, test)
 
 
-def test_morph_labels_support():
-    ctx = [grammar.Context(0, [1], "x", "w", "NOUN", {"Number": "Sing" if i % 4 < 2 else "Plur"}) for i in range(12)]
-    ctx += [grammar.Context(0, [1], "x", "w", "VERB", {"Tense": "Past"}) for _ in range(2)]
-    split = (np.arange(0, 14, 2), np.arange(1, 14, 2))
-    assert grammar.morph_labels(ctx, split, min_support=3) == ["Number=Plur", "Number=Sing"]
-    assert grammar.morph_labels(ctx, split, min_support=1) == ["Number=Plur", "Number=Sing", "Tense=Past"]
-    Y = grammar.label_matrix(ctx, ["NOUN", "Tense=Past"])
-    assert Y.sum(1).tolist() == [12, 2]
+def test_morph_labels_support_purity_and_coverage():
+    # Number=Sing: 40 NOUN + 40 VERB (kept); Definite=Def: all 40 DET and nothing else (restates DET);
+    # Tense=Past: 20 VERB (support 20); Gender=Fem: 36 of 40 PRON and 4 NOUN (pure, covers 0.9 of PRON)
+    upos = ["NOUN"] * 40 + ["VERB"] * 40 + ["DET"] * 40 + ["PRON"] * 40
+    morphs = [{"Number": "Sing"} for _ in range(80)] + [{"Definite": "Def"} for _ in range(40)] + [{} for _ in range(40)]
+    for i in range(40, 60):
+        morphs[i]["Tense"] = "Past"
+    for i in list(range(120, 156)) + list(range(4)):
+        morphs[i]["Gender"] = "Fem"
+    got = grammar.morph_labels(morphs, upos, min_support=30)
+    assert got.names == ["Number=Sing"]
+    assert got.dropped["Tense=Past"] == "support 20 < 30"
+    assert got.dropped["Definite=Def"].startswith("restates DET")
+    assert got.dropped["Gender=Fem"].startswith("restates PRON (purity 0.90, coverage 0.90")
+    assert grammar.morph_labels(morphs, upos, min_support=30, coverage=0.95).names == ["Gender=Fem", "Number=Sing"]
+    assert "Tense=Past" in grammar.morph_labels(morphs, upos, min_support=20).names
+    Y = grammar.label_matrix([{u} | {f"{k}={v}" for k, v in m.items()} for u, m in zip(upos, morphs)],
+                             ["NOUN", "Tense=Past"])
+    assert Y.sum(1).tolist() == [40, 20]
+    with pytest.raises(ValueError, match="one entry per example"):
+        grammar.morph_labels(morphs, upos[:-1])
+
+
+def test_average_precision_matches_sklearn():
+    from sklearn.metrics import average_precision_score
+    rng = np.random.default_rng(1)
+    n = 80
+    y = rng.random(n) < 0.3
+    S = np.stack([rng.normal(size=n) + y, np.round(rng.normal(size=n) + y, 1), np.zeros(n), y * 1.0])  # ties too
+    got = probes.average_precision(S, y)
+    assert got == pytest.approx([average_precision_score(y, s) for s in S], abs=1e-12)
+    with pytest.raises(ValueError, match="with a positive"):
+        probes.average_precision(S, np.zeros(n))
+
+
+def test_weighted_auroc_matches_sklearn_on_repeated_examples():
+    from sklearn.metrics import roc_auc_score
+    rng = np.random.default_rng(0)
+    n = 60
+    y = rng.random(n) < 0.4
+    for s in (rng.normal(size=n) + y, np.round(rng.normal(size=n) + y, 1)):     # without and with ties
+        W = rng.integers(0, 4, size=(5, n))
+        got = probes.weighted_auroc(s, y, W)
+        for b in range(5):
+            idx = np.repeat(np.arange(n), W[b])
+            assert got[b] == pytest.approx(roc_auc_score(y[idx], s[idx]), abs=1e-12)
+    W = np.zeros((1, n))
+    W[0, y] = 1
+    assert np.isnan(probes.weighted_auroc(s, y, W)[0])
+
+
+def test_bootstrap_weights_resample_within_classes():
+    classes = np.array(["A"] * 7 + ["B"] * 3 + ["C"] * 5)
+    W = probes.bootstrap_weights(classes, 200, seed=1)
+    assert W.shape == (200, 15) and (W >= 0).all()
+    for c, n in (("A", 7), ("B", 3), ("C", 5)):
+        assert (W[:, classes == c].sum(1) == n).all()
+    assert abs(W.mean() - 1) < 0.05 and (probes.bootstrap_weights(classes, 200, seed=1) == W).all()
+
+
+def test_paired_bootstrap_matches_scipy():
+    from scipy import stats as sps
+    rng = np.random.default_rng(0)
+    N = 300
+    y = (rng.random(N) < 0.5).astype(int)
+    S = np.stack([rng.normal(size=N) + 1.0 * y, rng.normal(size=N) + 0.6 * y])      # family A: strong, B: weaker
+    split = [(np.arange(0, N, 2), np.arange(1, N, 2))]
+    a = probes.evaluate_splits(S[:1], y[None], ["y"], split)
+    b = probes.evaluate_splits(S[1:], y[None], ["y"], split)
+    W = probes.bootstrap_weights(np.zeros(N), 4000, seed=0)
+    got = probes.paired_bootstrap(a, b, y[None], W)
+    test = split[0][1]
+    ref = sps.bootstrap((S[0, test], S[1, test], y[test]), lambda s1, s2, t: sps.mannwhitneyu(s1[t == 1], s1[t == 0]).statistic
+                        / ((t == 1).sum() * (t == 0).sum()) - sps.mannwhitneyu(s2[t == 1], s2[t == 0]).statistic
+                        / ((t == 1).sum() * (t == 0).sum()), paired=True, vectorized=False, n_resamples=4000,
+                        method="percentile", random_state=1)
+    assert got.macro == pytest.approx(a.auroc()[0, 0] - b.auroc()[0, 0])
+    assert got.macro_interval[0] == pytest.approx(ref.confidence_interval.low, abs=0.015)
+    assert got.macro_interval[1] == pytest.approx(ref.confidence_interval.high, abs=0.015)
+    same = probes.paired_bootstrap(a, a, y[None], W)
+    assert same.macro == 0 and same.macro_interval == (0.0, 0.0)
 
 
 def test_shipped_corpus_and_sources():

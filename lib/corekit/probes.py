@@ -1,6 +1,9 @@
 """The probe protocol: every candidate direction gives one score per example; for each binary label the
 direction and its sign are chosen on the training half by average precision, and AUROC / AP are
 reported on the test half (:func:`evaluate`). :func:`pca_scores` gives the principal-component baseline.
+Over several stratified splits (:func:`evaluate_splits`), :func:`paired_bootstrap` puts a confidence
+interval on the difference between two families of directions by resampling the contexts
+(:func:`bootstrap_weights`, :func:`weighted_auroc`).
 """
 from __future__ import annotations
 
@@ -61,30 +64,142 @@ class ProbeResult:
         return float(np.mean(vals))
 
 
+def average_precision(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Return the average precision (R,) of each row of ``scores`` (R, n) for binary ``labels`` (n,): the step-wise
+    Σ (R_k − R_{k−1}) P_k over distinct thresholds (scikit-learn's definition; tied scores share one threshold)."""
+    S, y = np.atleast_2d(np.asarray(scores, dtype=float)), np.asarray(labels).astype(bool)
+    if y.ndim != 1 or S.shape[1] != len(y) or not y.any():
+        raise ValueError(f"scores (R, n) and labels (n,) with a positive must agree, got {S.shape} and {y.shape}")
+    order = np.argsort(-S, axis=1, kind="mergesort")
+    s_sorted, y_sorted = np.take_along_axis(S, order, axis=1), y[order]
+    n = len(y)
+    ends = np.ones_like(s_sorted, dtype=bool)
+    ends[:, :-1] = s_sorted[:, :-1] != s_sorted[:, 1:]
+    tp = np.cumsum(y_sorted, axis=1)
+    precision = tp / np.arange(1, n + 1)
+    group_end = np.minimum.accumulate(np.where(ends, np.arange(n), n)[:, ::-1], axis=1)[:, ::-1]
+    return (y_sorted * np.take_along_axis(precision, group_end, axis=1)).sum(1) / y.sum()
+
+
 def evaluate(scores, labels: np.ndarray, names: Sequence[str], train: np.ndarray, test: np.ndarray) -> ProbeResult:
     """Return, for each binary label row of ``labels`` (L, N), the direction of ``scores`` (K, N) and sign with the
     best average precision on ``train``, and its AUROC and AP on ``test``."""
-    from sklearn.metrics import average_precision_score
     S = scores.detach().cpu().double().numpy() if isinstance(scores, Tensor) else np.asarray(scores, dtype=float)
     labels = np.asarray(labels)
     if S.ndim != 2 or labels.ndim != 2 or S.shape[1] != labels.shape[1] or len(names) != labels.shape[0]:
         raise ValueError(f"scores (K, N), labels (L, N) and names (L,) must agree, got {S.shape}, {labels.shape}, "
                          f"{len(names)}")
+    signed = np.stack([S, -S], axis=1).reshape(-1, S.shape[1])             # rows (k, +1), (k, −1), ...
     out = {k: [] for k in ("direction", "sign", "train_ap", "test_auroc", "test_ap")}
     for y in labels:
         for idx, half in ((train, "train"), (test, "test")):
             if y[idx].min() == y[idx].max():
                 raise ValueError(f"every label needs positives and negatives in the {half} half")
-        best = (-1.0, 0, 1.0)
-        for k in range(S.shape[0]):
-            for sign in (1.0, -1.0):
-                ap = average_precision_score(y[train], sign * S[k, train])
-                if ap > best[0]:
-                    best = (ap, k, sign)
-        ap, k, sign = best
+        aps = average_precision(signed[:, train], y[train])
+        best = int(np.argmax(aps))
+        k, sign = best // 2, (1.0, -1.0)[best % 2]
         out["direction"].append(k)
         out["sign"].append(sign)
-        out["train_ap"].append(ap)
+        out["train_ap"].append(float(aps[best]))
         out["test_auroc"].append(stats.auroc(sign * S[k, test], y[test]))
-        out["test_ap"].append(average_precision_score(y[test], sign * S[k, test]))
+        out["test_ap"].append(float(average_precision(sign * S[k, test], y[test])[0]))
     return ProbeResult(list(names), **{k: np.array(v) for k, v in out.items()})
+
+
+@dataclass
+class SplitProbes:
+    """One family of directions probed on several stratified splits: per split its test indices and
+    :class:`ProbeResult`, and the chosen, signed scores on the test half (L, n_test) that AUROC reads."""
+
+    names: list[str]
+    tests: list[np.ndarray]
+    results: list[ProbeResult]
+    test_scores: list[np.ndarray]
+
+    def auroc(self) -> np.ndarray:
+        """Return the test AUROC (splits, L)."""
+        return np.stack([r.test_auroc for r in self.results])
+
+    def ap(self) -> np.ndarray:
+        """Return the test average precision (splits, L)."""
+        return np.stack([r.test_ap for r in self.results])
+
+
+def evaluate_splits(scores, labels: np.ndarray, names: Sequence[str],
+                    splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> SplitProbes:
+    """Return :func:`evaluate` of ``scores`` (K, N) on ``labels`` (L, N) for every (train, test) split of ``splits``."""
+    S = scores.detach().cpu().double().numpy() if isinstance(scores, Tensor) else np.asarray(scores, dtype=float)
+    results = [evaluate(S, labels, names, train, test) for train, test in splits]
+    chosen = [r.sign[:, None] * S[r.direction][:, test] for r, (_, test) in zip(results, splits)]
+    return SplitProbes(list(names), [test for _, test in splits], results, chosen)
+
+
+def bootstrap_weights(classes: Sequence, n_boot: int, seed: int = 0) -> np.ndarray:
+    """Return resampling counts (n_boot, N): each row draws, within every class of ``classes`` (N,), as many
+    examples with replacement as the class holds."""
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    classes = np.asarray(classes)
+    rng = np.random.default_rng(seed)
+    W = np.zeros((n_boot, len(classes)), dtype=np.int64)
+    for c in sorted(set(classes.tolist())):
+        idx = np.flatnonzero(classes == c)
+        draws = rng.integers(0, len(idx), size=(n_boot, len(idx)))
+        np.add.at(W, (np.arange(n_boot)[:, None], idx[draws]), 1)
+    return W
+
+
+def weighted_auroc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Return the AUROC (B,) of ``scores`` (n,) for binary ``labels`` (n,) with each example counted ``weights``
+    (B, n) times (ties count one half); NaN where a row weighs no positive or no negative."""
+    s, y, W = np.asarray(scores, dtype=float), np.asarray(labels).astype(bool), np.asarray(weights, dtype=float)
+    if s.ndim != 1 or y.shape != s.shape or W.ndim != 2 or W.shape[1] != len(s):
+        raise ValueError(f"scores (n,), labels (n,) and weights (B, n) must agree, got {s.shape}, {y.shape}, {W.shape}")
+    _, group = np.unique(s, return_inverse=True)
+    G = group.max() + 1
+    pos, neg = np.zeros((G, len(W))), np.zeros((G, len(W)))
+    if G == len(s):                                       # no ties: one example per group
+        pos[group[y]], neg[group[~y]] = W[:, y].T, W[:, ~y].T
+    else:
+        np.add.at(pos, group[y], W[:, y].T)
+        np.add.at(neg, group[~y], W[:, ~y].T)
+    below = np.cumsum(neg, axis=0) - neg
+    den = pos.sum(0) * neg.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (pos * (below + 0.5 * neg)).sum(0) / den, np.nan)
+
+
+@dataclass
+class PairedDifference:
+    """AUROC of family A minus family B, averaged over splits: per label (L,) and macro (over labels), each with
+    its bootstrap interval (lower, upper), and the bootstrap replicates of the macro difference (B,)."""
+
+    names: list[str]
+    diff: np.ndarray
+    interval: np.ndarray
+    macro: float
+    macro_interval: tuple[float, float]
+    replicates: np.ndarray
+
+
+def paired_bootstrap(a: SplitProbes, b: SplitProbes, labels: np.ndarray, weights: np.ndarray,
+                     level: float = 0.95) -> PairedDifference:
+    """Return the test-AUROC difference A − B (mean over splits) with percentile intervals at ``level`` from
+    resampling the contexts by ``weights`` (B, N): the same resample for both families and every split
+    (paired); the directions chosen on each training half stay fixed."""
+    if a.names != b.names or len(a.tests) != len(b.tests) or labels.shape[0] != len(a.names):
+        raise ValueError("a, b and labels must hold the same labels probed on the same splits")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    point = (a.auroc() - b.auroc()).mean(0)
+    reps = np.zeros((len(weights), len(a.names)))
+    for test, sa, sb in zip(a.tests, a.test_scores, b.test_scores):
+        W = weights[:, test]
+        for i, y in enumerate(labels[:, test]):
+            reps[:, i] += weighted_auroc(sa[i], y, W) - weighted_auroc(sb[i], y, W)
+    reps /= len(a.tests)
+    q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
+    macro_reps = reps.mean(1)
+    lo, hi = np.nanpercentile(macro_reps, q)
+    return PairedDifference(list(a.names), point, np.nanpercentile(reps, q, axis=0).T, float(point.mean()),
+                            (float(lo), float(hi)), macro_reps)

@@ -59,18 +59,21 @@ def _orthonormal_rows(X: Tensor, basis: Tensor | None, gen: torch.Generator, rto
 
 def lanczos(matvec: Callable[[Tensor], Tensor], n: int, k: int, block_size: int = 4, max_steps: int | None = None,
             tol: float = 1e-8, seed: int = 0, dtype: torch.dtype = torch.float64,
-            device: torch.device | str | None = None, check_every: int = 1) -> Eigenpairs:
+            device: torch.device | str | None = None, check_every: int = 1, relative_to: str = "top") -> Eigenpairs:
     """Return the top-k eigenpairs of a symmetric PSD operator ``matvec`` (b, n) ↦ (b, n) by block Lanczos.
 
     Full reorthogonalisation of every new block against the whole basis, Rayleigh–Ritz on Qᵀ(KQ), and
-    stopping once every one of the k residuals ‖Kv − λv‖ is ≤ ``tol`` · λ_1 (or after ``max_steps``
-    blocks, default enough for 4k + 40 vectors). ``block_size`` ≥ 2 resolves degenerate pairs (the
+    stopping once every one of the k residuals ‖Kv − λv‖ is ≤ ``tol`` · λ_1 (``relative_to`` "top") or
+    ≤ ``tol`` · λ_i, its own eigenvalue ("each"), or after ``max_steps`` blocks (default enough for
+    4k + 40 vectors). ``block_size`` ≥ 2 resolves degenerate pairs (the
     cos/sin pairs of Fourier features). Residuals are exact: K v is kept from the products.
     """
     if not isinstance(block_size, int) or block_size < 2:
         raise ValueError(f"block_size must be an integer >= 2 (degenerate pairs need a block), got {block_size!r}")
     if not 1 <= k <= n:
         raise ValueError(f"k must be in 1..n={n}, got {k}")
+    if relative_to not in ("top", "each"):
+        raise ValueError(f"relative_to must be 'top' or 'each', got {relative_to!r}")
     if max_steps is None:
         max_steps = math.ceil((4 * k + 40) / block_size)
     if max_steps < 1:
@@ -94,7 +97,8 @@ def lanczos(matvec: Callable[[Tensor], Tensor], n: int, k: int, block_size: int 
             V, KV = S.T @ Q, S.T @ KQ                                          # (k, n)
             res = (KV - theta[:, None] * V).norm(dim=1)
             result = Eigenpairs(theta, V.T.contiguous(), res, "lanczos", m)
-            if bool((res <= tol * theta[0].abs().clamp_min(1e-300)).all()):
+            scale = theta[0].abs() if relative_to == "top" else theta.abs()
+            if bool((res <= tol * scale.clamp_min(1e-300)).all()):
                 break
         if last:
             break

@@ -132,6 +132,11 @@ class ResidualStreamNTK:
         return ops
 
     @property
+    def module_path(self) -> str:
+        """Return the differentiated module's name in the model (Hugging Face's, e.g. ``model.layers.16.mlp.down_proj``)."""
+        return next(name for name, m in self.lm.model.named_modules() if m is self.linear)
+
+    @property
     def n_params(self) -> int:
         """Return the number of parameters the kernel differentiates."""
         return self.linear.weight.numel()

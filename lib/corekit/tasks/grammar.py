@@ -9,8 +9,8 @@ Contexts. A context is the ``context_tokens`` tokens of a story that end right b
 tokenizer has a boundary where spaCy's word starts), run after a BOS token. Its labels are those of
 that next word from spaCy's UD pipeline (``en_core_web_sm``): the UPOS class (:data:`UPOS_CLASSES`)
 and the feature=value pairs of UD morphology (:data:`MORPH_FEATURES`). As in the paper, a context is
-kept only if the model's greedy next word has the same UPOS as the true next word (the greedy token
-is appended to the context text and tagged in place).
+kept only if the word the model predicts (its greedy continuation, tagged in place) has the same
+UPOS as the true next word; the morphology labels are the predicted word's features.
 
 Probes: :mod:`corekit.probes` (the protocol that scores candidate directions on these labels).
 """
@@ -251,8 +251,8 @@ def candidates(tokenizer, stories: Sequence[str], nlp, context_tokens: int = 64,
     return out
 
 
-def word_class_after(texts: Sequence[str], continuations: Sequence[str], nlp) -> list[str | None]:
-    """Return the UPOS spaCy gives the first word of each continuation appended to its text (None: no word)."""
+def word_after(texts: Sequence[str], continuations: Sequence[str], nlp) -> list[tuple[str, dict[str, str]] | None]:
+    """Return (UPOS, UD features) spaCy gives the first word of each continuation appended to its text (None: no word)."""
     if len(texts) != len(continuations):
         raise ValueError(f"texts and continuations must have the same length, got {len(texts)} and {len(continuations)}")
     joined = [t + c for t, c in zip(texts, continuations)]
@@ -263,31 +263,39 @@ def word_class_after(texts: Sequence[str], continuations: Sequence[str], nlp) ->
             continue
         first = len(text) + len(cont) - len(cont.lstrip())
         hit = next((t for t in doc if t.idx + len(t.text) > first and not t.is_space), None)
-        out.append(None if hit is None else hit.pos_)
+        out.append(None if hit is None else (hit.pos_, _morph(hit)))
     return out
 
 
 @dataclass
 class Selection:
     """The kept contexts (balanced over classes), their token ids (N, 1 + T) with BOS, the residual
-    stream at the last token (len(layers), N, d), the model's greedy next words and the filter's tally."""
+    stream at the last token (len(layers), N, d) for the residual streams ``layers`` of :mod:`corekit.lm`,
+    the model's greedy continuations, the UD features of the word they start (the *predicted* word),
+    and the filter's tally."""
 
     contexts: list[Context]
     input_ids: Tensor
     residuals: Tensor
     layers: list[int]
     greedy: list[str]
+    predicted_morph: list[dict[str, str]]
     tried: dict[str, int]
     kept: dict[str, int]
 
     @property
     def upos(self) -> np.ndarray:
-        """Return the UPOS class of every kept context's next word (N,)."""
+        """Return the UPOS class of every kept context's next word (N,) (the predicted word's, by the filter)."""
         return np.array([c.upos for c in self.contexts])
 
+    def predicted_labels(self) -> list[set[str]]:
+        """Return each context's label names for its predicted word: the UPOS class and every "Feature=Value"."""
+        return [{c.upos} | {f"{k}={v}" for k, v in m.items()} for c, m in zip(self.contexts, self.predicted_morph)]
 
-def _forward(lm, ids: Tensor, layers: Sequence[int], batch_size: int) -> tuple[Tensor, Tensor]:
-    """Return (greedy next token (B,), residual stream at the last token (len(layers), B, d)) for contexts (B, T)."""
+
+def _forward(lm, ids: Tensor, layers: Sequence[int], batch_size: int, continuation: int) -> tuple[Tensor, Tensor]:
+    """Return (greedy continuation (B, continuation) token ids, residual stream at the last context token
+    (len(layers), B, d)) for contexts (B, T); the continuation reuses the key / value cache."""
     head = lm.model.get_output_embeddings()
     greedy, states = [], []
     with torch.no_grad():
@@ -295,23 +303,34 @@ def _forward(lm, ids: Tensor, layers: Sequence[int], batch_size: int) -> tuple[T
             sub = ids[i:i + batch_size].to(lm.device)
             pos = torch.arange(sub.shape[1], device=lm.device)[None].expand_as(sub)
             with residual_hooks(lm, read=layers) as seen:
-                hidden, _ = forward(lm, sub, torch.ones_like(sub), pos)
-            greedy.append(head(hidden[:, -1]).argmax(-1).cpu())
+                hidden, cache = forward(lm, sub, torch.ones_like(sub), pos, use_cache=continuation > 1)
             states.append(torch.stack([seen[l][:, -1].float().cpu() for l in layers]))
+            toks = [head(hidden[:, -1]).argmax(-1)]
+            for step in range(1, continuation):
+                mask = torch.ones(sub.shape[0], sub.shape[1] + step, dtype=sub.dtype, device=lm.device)
+                hidden, cache = forward(lm, toks[-1][:, None], mask, pos[:, -1:] + step, cache=cache, use_cache=True)
+                toks.append(head(hidden[:, -1]).argmax(-1))
+            greedy.append(torch.stack(toks, 1).cpu())
     return torch.cat(greedy), torch.cat(states, dim=1)
 
 
 def select(lm, pool: Sequence[Context], nlp, n_per_class: int, layers: Sequence[int], seed: int = 0,
-           classes: Sequence[str] = UPOS_CLASSES, oversample: float = 1.5, batch_size: int = 32) -> Selection:
+           classes: Sequence[str] = UPOS_CLASSES, oversample: float = 1.5, batch_size: int = 32,
+           continuation: int = 3) -> Selection:
     """Return ``n_per_class`` contexts of each class whose greedy next word has the true word's UPOS.
 
-    Candidates are drawn at random (``seed``) from each class's pool, in rounds of ``oversample`` times
-    what is still missing, until every class is full or its pool is spent (then it keeps fewer: see
-    ``kept``). Every candidate tried runs through the model once, which also reads its residual stream.
+    The model continues every candidate greedily by ``continuation`` tokens; spaCy tags the first word
+    of that continuation in place (the predicted word: its UPOS for the filter, its features for the
+    morphology labels). Candidates are drawn at random (``seed``) from each class's pool, in rounds
+    of ``oversample`` times what is still missing, until every class is full or its pool is spent
+    (then it keeps fewer: see ``kept``). Every candidate tried runs through the model once, which
+    also reads its residual stream at ``layers``.
     """
     from tqdm.auto import tqdm
     if not isinstance(n_per_class, int) or n_per_class < 1:
         raise ValueError(f"n_per_class must be a positive integer, got {n_per_class!r}")
+    if not isinstance(continuation, int) or continuation < 1:
+        raise ValueError(f"continuation must be a positive integer (tokens of greedy continuation), got {continuation!r}")
     layers = [lm.check_layer(l) for l in layers]
     rng = random.Random(seed)
     by_class = {c: [x for x in pool if x.upos == c] for c in classes}
@@ -334,36 +353,64 @@ def select(lm, pool: Sequence[Context], nlp, n_per_class: int, layers: Sequence[
         if not batch:
             break
         ids = torch.tensor([([bos] if bos is not None else []) + x.token_ids for x in batch])
-        greedy, states = _forward(lm, ids, layers, batch_size)
-        words = [lm.tokenizer.decode([int(t)]) for t in greedy]
-        pos = word_class_after([x.text for x in batch], words, nlp)
-        for j, (x, p) in enumerate(zip(batch, pos)):
-            if p == x.upos and len(kept[x.upos]) < n_per_class:
-                kept[x.upos].append((x, ids[j], states[:, j], words[j]))
+        greedy, states = _forward(lm, ids, layers, batch_size, continuation)
+        words = [lm.tokenizer.decode(row.tolist()) for row in greedy]
+        tags = word_after([x.text for x in batch], words, nlp)
+        for j, (x, tag) in enumerate(zip(batch, tags)):
+            if tag is not None and tag[0] == x.upos and len(kept[x.upos]) < n_per_class:
+                kept[x.upos].append((x, ids[j], states[:, j], words[j], tag[1]))
                 bar.update(1)
     bar.close()
     rows = [r for c in classes for r in kept[c]]
     if not rows:
         raise ValueError("no context passed the greedy filter")
     return Selection([r[0] for r in rows], torch.stack([r[1] for r in rows]), torch.stack([r[2] for r in rows], 1),
-                     layers, [r[3] for r in rows], tried, {c: len(kept[c]) for c in classes})
+                     layers, [r[3] for r in rows], [r[4] for r in rows], tried, {c: len(kept[c]) for c in classes})
 
 
-def label_matrix(contexts: Sequence[Context], names: Sequence[str]) -> np.ndarray:
-    """Return the binary labels (len(names), N): row i is 1 where the next word carries label ``names[i]``."""
-    sets = [c.labels() for c in contexts]
-    return np.array([[name in s for s in sets] for name in names], dtype=int)
+def label_matrix(label_sets: Sequence[set[str]], names: Sequence[str]) -> np.ndarray:
+    """Return the binary labels (len(names), N): row i is 1 where the i-th name is among an example's ``label_sets``."""
+    return np.array([[name in s for s in label_sets] for name in names], dtype=int)
 
 
-def morph_labels(contexts: Sequence[Context], split: tuple[np.ndarray, np.ndarray], min_support: int = 10) -> list[str]:
-    """Return the "Feature=Value" labels with at least ``min_support`` positives and negatives in both halves of ``split``."""
-    names = sorted({f"{k}={v}" for c in contexts for k, v in c.morph.items()})
-    Y = label_matrix(contexts, names)
-    ok = []
+@dataclass
+class MorphLabels:
+    """The morphology labels kept (names) and the dropped ones with the reason for each."""
+
+    names: list[str]
+    dropped: dict[str, str]
+
+
+def morph_labels(morphs: Sequence[dict[str, str]], upos: Sequence[str], min_support: int = 30, purity: float = 0.9,
+                 coverage: float = 0.9) -> MorphLabels:
+    """Return the "Feature=Value" labels of ``morphs`` (one dict per example) as the paper filters them.
+
+    A label is kept when it has at least ``min_support`` positives and as many negatives, unless it
+    merely restates a word class: at least ``purity`` of its positives share one UPOS of ``upos`` (N,)
+    and it covers at least ``coverage`` of that class.
+    """
+    if not isinstance(min_support, int) or min_support < 1:
+        raise ValueError(f"min_support must be a positive integer, got {min_support!r}")
+    if not (0 < purity <= 1 and 0 < coverage <= 1):
+        raise ValueError(f"purity and coverage must be in (0, 1], got {purity} and {coverage}")
+    upos = np.asarray(upos)
+    if len(upos) != len(morphs):
+        raise ValueError(f"morphs and upos must have one entry per example, got {len(morphs)} and {len(upos)}")
+    names = sorted({f"{k}={v}" for m in morphs for k, v in m.items()})
+    Y = label_matrix([{f"{k}={v}" for k, v in m.items()} for m in morphs], names).astype(bool)
+    kept, dropped = [], {}
     for name, y in zip(names, Y):
-        if all(min(int(y[idx].sum()), int(len(idx) - y[idx].sum())) >= min_support for idx in split):
-            ok.append(name)
-    return ok
+        if min(int(y.sum()), int((~y).sum())) < min_support:
+            dropped[name] = f"support {int(y.sum())} < {min_support}"
+            continue
+        classes, counts = np.unique(upos[y], return_counts=True)
+        top = classes[counts.argmax()]
+        pure, covers = counts.max() / y.sum(), y[upos == top].mean()
+        if pure >= purity and covers >= coverage:
+            dropped[name] = f"restates {top} (purity {pure:.2f}, coverage {covers:.2f})"
+            continue
+        kept.append(name)
+    return MorphLabels(kept, dropped)
 
 
 def top_contexts(scores, contexts: Sequence[Context], k: int = 5, width: int = 60) -> list[tuple[float, str, str, str]]:
