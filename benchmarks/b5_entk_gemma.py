@@ -70,7 +70,7 @@ def main() -> None:
     size.add_argument("--full", action="store_true", help="paper size (the default on a GPU)")
     parser.add_argument("--contexts", type=int, default=None, help="N (default 16 small, 1024 full)")
     parser.add_argument("--tokens", type=int, default=None, help="tokens per context after BOS (32 small, 64 full)")
-    parser.add_argument("--layer", type=int, default=None, help="Hugging Face block N of model.layers.N.mlp.down_proj (default 16)")
+    parser.add_argument("--layer", type=int, default=None, help="Hugging Face block N of model.layers.N.mlp.down_proj (16)")
     parser.add_argument("--vectors", type=int, default=None, help="vectors in the product timing (4 small, 8 full)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--lanczos-vectors", type=int, default=None, help="Krylov vectors (48 small, 50 full)")

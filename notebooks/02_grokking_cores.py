@@ -280,7 +280,8 @@ claims.add("unit_circle_fraction_before", round(circle_before, 3), paper="< at g
            target=f"below the fraction at grokking ({circle_grok:.3f})", passed=bool(circle_before < circle_grok))
 claims.add("operator_r2_before", round(r2_before, 3), paper="low before grokking", target="≤ 0.5",
            passed=bool(r2_before <= 0.5))
-claims.add("operator_r2_after", round(r2_after, 3), paper="≈ 1 after grokking", target="≥ 0.9 at every checkpoint from grokking on",
+claims.add("operator_r2_after", round(r2_after, 3), paper="≈ 1 after grokking",
+           target="≥ 0.9 at every checkpoint from grokking on",
            passed=bool(r2_after >= 0.9))
 claims.add("necessary_rank_growth", round(nec_growth, 2), paper="≈ 4 (15 → 60)", target="≥ 2 (final / at grokking)",
            passed=bool(nec_growth >= 2))

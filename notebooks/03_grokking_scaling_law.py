@@ -28,8 +28,8 @@
 # $\omega$ (`p_values`, `sweep_weight_decay`, full batch) and $\omega$ at fixed $p$ (`weight_decays`,
 # `omega_p`, `omega_batch_size`), each point over `seeds`. Every run of the same $p$ and batch size
 # trains in one batched program (`corekit.sweep`); a program stops `margin` steps after its last model
-# groks, and a run still below 0.99 test accuracy at its budget (`p_max_epochs`, `omega_max_epochs`) is **censored**: counted and shown,
-# but not in the fits; the ω exponent is also fitted with every censored run entered at its lower
+# groks, and a run still below 0.99 test accuracy at its budget (`p_max_epochs`, `omega_max_epochs`) is
+# **censored**: counted and shown, but not in the fits; the ω exponent is also fitted with every censored run entered at its lower
 # bound (steps run − step it fitted the training set), so a reader sees what leaving them out does.
 # Fits use each point's geometric mean of $\tau$ over its grokked seeds; confidence intervals
 # resample the seeds of every point (bootstrap, `n_boot` draws), so every point needs several seeds.

@@ -171,7 +171,7 @@ for x, g, m in list(zip(sel.contexts, sel.greedy, sel.predicted_morph))[::max(1,
 
 # %%
 spec = spectra(lm, sel, layers, top_k, lanczos_vectors, block_size, lanczos_tol, data_seed, chunk_size, vector_chunk)
-for l, s in spec.layers.items():
+for s in spec.layers.values():
     rel = s.relative_residuals
     print(f"{s.module}: {s.n_params:,} parameters, {s.downstream} blocks downstream, n = {s.n:,}; "
           f"{s.pairs.n_matvecs} products; λ{top_k}/λ1 {float(s.pairs.values[-1] / s.pairs.values[0]):.3g}; "
@@ -180,7 +180,7 @@ head_spec = spec.layers[layer]
 
 # %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
-for l, s in spec.layers.items():
+for s in spec.layers.values():
     ax1.semilogy(np.arange(1, top_k + 1), s.pairs.values.cpu(), "o-", ms=3, label=s.module)
     ax2.semilogy(np.arange(1, top_k + 1), s.relative_residuals, "o-", ms=3, label=s.module)
 ax2.axhline(lanczos_tol, color="black", lw=0.6, ls=":")

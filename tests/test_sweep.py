@@ -8,8 +8,18 @@ import pytest
 import torch
 
 from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.sweep import (RunResult, RunSpec, StopAfterGrokking, SweepSettings, grid, grokking_times, point_taus, run_sweep,
-                           shard_problem, shards)
+from corekit.sweep import (
+    RunResult,
+    RunSpec,
+    StopAfterGrokking,
+    SweepSettings,
+    grid,
+    grokking_times,
+    point_taus,
+    run_sweep,
+    shard_problem,
+    shards,
+)
 from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, History, train_ensemble
 

@@ -21,8 +21,15 @@ from torch import Tensor
 
 from corekit.entk import Eigenpairs, ResidualStreamNTK, dense_eigenpairs, eigenvector_scores, lanczos
 from corekit.lm import LM
-from corekit.probes import (PairedDifference, SplitProbes, bootstrap_weights, evaluate_splits, paired_bootstrap,
-                            pca_scores, stratified_split)
+from corekit.probes import (
+    PairedDifference,
+    SplitProbes,
+    bootstrap_weights,
+    evaluate_splits,
+    paired_bootstrap,
+    pca_scores,
+    stratified_split,
+)
 from corekit.tasks.grammar import UPOS_CLASSES, MorphLabels, Selection, label_matrix, morph_labels
 
 

@@ -257,7 +257,8 @@ def train_ensemble(
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
 
     ``batch_size=None`` trains full batch; an epoch draws n // batch_size batches, or with ``drop_last=False``
-    also the shorter remainder (as a ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change during training:
+    also the shorter remainder (as a ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change
+    during training:
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
     the first ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay``
     are one number or one per model. ``optimizer_reset`` {step: flags} gives the flagged models a fresh
