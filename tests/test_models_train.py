@@ -81,6 +81,18 @@ def test_config_errors_name_the_parameter():
         BatchedTransformer(CFG, [0])(torch.zeros(1, 9, dtype=torch.long))
 
 
+def _step_batched_and_single(stacked, opt, singles, refs):
+    """One step of the batched optimizer on ``stacked`` and of each model's own torch AdamW, on a shared target."""
+    target = torch.randn(3, 4)
+    stacked.grad = None
+    ((stacked - target) ** 3).sum().backward()
+    opt.step()
+    for single, ref in zip(singles, refs):
+        ref.zero_grad()
+        ((single - target) ** 3).sum().backward()
+        ref.step()
+
+
 def test_batched_adamw_matches_torch_adamw_per_model():
     torch.manual_seed(0)
     lr, wd = torch.tensor([1e-2, 3e-2]), torch.tensor([0.0, 0.5])
@@ -90,14 +102,7 @@ def test_batched_adamw_matches_torch_adamw_per_model():
     refs = [torch.optim.AdamW([singles[m]], lr=float(lr[m]), weight_decay=float(wd[m]), betas=(0.9, 0.98))
             for m in range(2)]
     for _ in range(25):
-        target = torch.randn(3, 4)
-        stacked.grad = None
-        ((stacked - target) ** 3).sum().backward()
-        opt.step()
-        for m in range(2):
-            refs[m].zero_grad()
-            ((singles[m] - target) ** 3).sum().backward()
-            refs[m].step()
+        _step_batched_and_single(stacked, opt, singles, refs)
     for m in range(2):
         torch.testing.assert_close(stacked.detach()[m], singles[m].detach(), rtol=1e-5, atol=1e-6)
 
@@ -357,14 +362,7 @@ def test_optimizer_reset_is_a_fresh_torch_adamw_for_the_flagged_models():
         if step == 15:
             opt.reset(torch.tensor([False, True]))
             refs[1] = torch.optim.AdamW([singles[1]], lr=1e-2, weight_decay=0.5)
-        target = torch.randn(3, 4)
-        stacked.grad = None
-        ((stacked - target) ** 3).sum().backward()
-        opt.step()
-        for m in range(2):
-            refs[m].zero_grad()
-            ((singles[m] - target) ** 3).sum().backward()
-            refs[m].step()
+        _step_batched_and_single(stacked, opt, singles, refs)
     for m in range(2):
         torch.testing.assert_close(stacked.detach()[m], singles[m].detach(), rtol=1e-5, atol=1e-6)
     assert opt.step_count.tolist() == [30, 15]
