@@ -23,7 +23,8 @@ from common import add_common_arguments, emit, setup, sync
 
 from corekit.cli import effective_parameters, find_root, get_notebook, parse_value, read_parameters
 from corekit.sweep import RunSpec, SweepSettings, grid, run_shard, run_sweep, shard_problem, shards
-from corekit.train import train_ensemble
+from corekit.tasks.modular import modular_addition
+from corekit.train import steps_per_epoch, train_ensemble
 
 NOTEBOOK = "03_grokking_scaling_law"
 
@@ -35,11 +36,24 @@ def notebook_parameters(profile: str, overrides: dict) -> dict:
     return {**values, **effective_parameters(nb, profile, overrides)}
 
 
+def sweeps(params: dict) -> tuple[SweepSettings, SweepSettings, list[RunSpec], list[RunSpec]]:
+    """Return (p-sweep settings, ω-sweep settings, p-sweep runs, ω-sweep runs) as notebook 03 builds them."""
+    shared = {f.name: params[f.name] for f in dataclasses.fields(SweepSettings) if f.name in params}
+    shared["betas"] = tuple(shared["betas"])
+    p_settings = SweepSettings(**shared, n_layers=1, max_steps=params["p_max_epochs"])
+    omega_pairs = len(modular_addition(params["omega_p"], params["train_frac"], seed=params["data_seed"]).train_idx)
+    omega_steps = params["omega_max_epochs"] * steps_per_epoch(omega_pairs, params["omega_batch_size"], params["drop_last"])
+    omega_settings = dataclasses.replace(p_settings, max_steps=omega_steps)
+    p_specs = grid(params["p_values"], [params["sweep_weight_decay"]], params["seeds"])
+    omega_specs = grid([params["omega_p"]], params["weight_decays"], params["seeds"], batch_size=params["omega_batch_size"])
+    return p_settings, omega_settings, p_specs, omega_specs
+
+
 def lone_seconds_per_step(spec: RunSpec, settings: SweepSettings, device: torch.device, steps: int) -> float:
     """Return seconds per optimizer step of a single model of ``spec``'s shard (after one warm-up step)."""
     model, train, test = shard_problem([spec], settings, str(device))
     train, test = train.to(device), test.to(device)
-    kwargs = dict(batch_size=spec.batch_size or None, lr=settings.lr, betas=settings.betas,
+    kwargs = dict(batch_size=spec.batch_size or None, lr=settings.lr, betas=settings.betas, drop_last=settings.drop_last,
                   weight_decay=spec.weight_decay, eval_every=settings.eval_every, eval_train_size=len(train),
                   progress=False)
     train_ensemble(model, train, test, steps=1, **kwargs)
@@ -64,32 +78,33 @@ def main() -> None:
     device = setup(args)
     profile = args.profile or ("paper" if device.type == "cuda" else "quick")
     params = notebook_parameters(profile, {name: parse_value(name, value) for name, value in args.p})
-    settings = SweepSettings(d_model=params["d_model"], n_heads=params["n_heads"], d_mlp=params["d_mlp"], n_layers=1,
-                             norm=params["norm"], lr=params["lr"], betas=tuple(params["betas"]),
-                             train_frac=params["train_frac"], data_seed=params["data_seed"],
-                             max_steps=params["max_steps"], margin=params["margin"], eval_every=params["eval_every"])
-    specs = list(dict.fromkeys(grid(params["p_values"], [params["sweep_weight_decay"]], params["seeds"])
-                               + grid([params["omega_p"]], params["weight_decays"], params["seeds"],
-                                      batch_size=params["omega_batch_size"])))
-    parts = shards(specs)
-    run_shard(parts[0][:1], dataclasses.replace(settings, max_steps=2), str(device), progress=False)
+    p_settings, omega_settings, p_specs, omega_specs = sweeps(params)
+    runs = ([(list(dict.fromkeys(p_specs + omega_specs)), p_settings)] if omega_settings == p_settings
+            else [(p_specs, p_settings), (omega_specs, omega_settings)])
+    first = shards(runs[0][0])[0][:1]
+    run_shard(first, dataclasses.replace(p_settings, max_steps=2), str(device), progress=False)
     sync(device)                                            # warm-up: kernels, allocator
     start = time.perf_counter()
-    results = run_sweep(specs, settings, executor=args.executor, device=str(device), progress=True)
+    results = [run_sweep(specs, settings, executor=args.executor, device=str(device), progress=True)
+               for specs, settings in runs]                 # one list per sweep, in its specs' order
     sync(device)
     ours_s = time.perf_counter() - start
 
-    model_steps = sum(len(part) * max(r.steps_run for r in results if r.spec in set(part)) for part in parts)
     loop_steps = args.loop_steps or 200
-    per_step = {(part[0].p, part[0].batch_size): lone_seconds_per_step(part[0], settings, device, loop_steps)
-                for part in parts}
-    by_spec = {r.spec: r for r in results}
-    loop_s = sum(by_spec[s].steps_run * per_step[(s.p, s.batch_size)] for s in specs)
+    model_steps, loop_s, programs = 0, 0.0, 0
+    for (specs, settings), sweep_results in zip(runs, results):
+        steps_run = {r.spec: r.steps_run for r in sweep_results}
+        for part in shards(specs):
+            per_step = lone_seconds_per_step(part[0], settings, device, loop_steps)
+            model_steps += len(part) * max(steps_run[s] for s in part)
+            loop_s += sum(steps_run[s] for s in part) * per_step
+            programs += 1
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     record = {
         "id": "B2", "device": name, "precision": "fp32", "profile": profile, "executor": args.executor,
-        "runs": len(specs), "programs": len(parts), "censored": sum(r.censored for r in results),
-        "max_steps": settings.max_steps, "model_steps": model_steps,
+        "runs": sum(len(r) for r in results), "programs": programs,
+        "censored": sum(r.censored for sweep_results in results for r in sweep_results),
+        "max_steps": max(settings.max_steps for _, settings in runs), "model_steps": model_steps,
         "ours_s": round(ours_s, 2), "ours_model_steps_per_s": round(model_steps / ours_s, 1),
         "baseline_s": round(loop_s, 2), "baseline": f"loop of lone runs, extrapolated from {loop_steps} timed steps per shard",
         "speedup": round(loop_s / ours_s, 2), "targets": {"ours_s": "<= 600 on one H200"},

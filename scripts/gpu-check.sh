@@ -121,9 +121,10 @@ if ((dry)); then
     step 06_paper 300 "${run[@]}" 06_entk_transformer_modular "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 \
         -p epochs 10 -p n_log_snapshots 2 -p n_dense_snapshots 2 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
     step 02_slice 300 "${run[@]}" 02_grokking_cores "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
-        -p fork_epoch 5 -p n_checkpoints 2 -p seeds '[0]'
+        -p fork_epoch 5 -p checkpoint_every 5 -p dense_until 10 -p checkpoint_every_after 10 -p seeds '[0]'
     step B2 300 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[5, 7]' \
-        -p weight_decays '[1.0, 2.0]' -p omega_p 7 -p seeds '[0]' -p max_steps 20 -p eval_every 10 -p margin 5 \
+        -p weight_decays '[1.0, 2.0]' -p omega_p 7 -p seeds '[0, 1, 2, 3]' -p p_max_epochs 20 -p omega_max_epochs 20 \
+        -p eval_every 10 -p margin 5 \
         --loop-steps 2 "${bench[@]}"
 else
     # GPU sizes (the benchmarks' CUDA defaults), the paper profiles, then B2 with what is left.
@@ -132,7 +133,7 @@ else
     step B4 60 "$PY" benchmarks/b4_lanczos.py --full "${bench[@]}"
     # B6's language-model part needs the offline GGUF (~95 MB, more than one device transfer carries):
     # the grokking part alone unless the model is installed.
-    if "$PY" -c "from corekit.llm import OFFLINE; raise SystemExit(not OFFLINE['smollm2-135m'].installed())"; then
+    if "$PY" -c "from corekit.lm import OFFLINE; raise SystemExit(not OFFLINE['smollm2-135m'].installed())"; then
         step B6 75 "$PY" benchmarks/b6_ace_jacobian.py "${bench[@]}"
     else
         step B6 60 "$PY" benchmarks/b6_ace_jacobian.py --parts grokking "${bench[@]}"
@@ -141,7 +142,7 @@ else
     step 05_paper 60 "${run[@]}" 05_entk_mlp_modular --profile paper "${runs[@]}"
     step 06_paper 100 "${run[@]}" 06_entk_transformer_modular --profile paper "${runs[@]}"
     # The slice: the paper's model, batch and optimiser for 3,000 of its 20,000 epochs (grokking comes first).
-    step 02_slice 90 "${run[@]}" 02_grokking_cores --profile paper -p epochs 3000 -p n_checkpoints 15 "${runs[@]}"
+    step 02_slice 90 "${run[@]}" 02_grokking_cores --profile paper -p epochs 3000 "${runs[@]}"
     step B2 600 "$PY" benchmarks/b2_tau_sweep.py --profile paper -p seeds '[0, 1, 2, 3]' "${bench[@]}"
 fi
 

@@ -36,7 +36,7 @@ def generate(lm: LM, prompts: Sequence[str], max_new_tokens: int = 12, layer: in
     ``temperature`` from the ``top_k`` logits, prompt i with its own generator seeded ``seed + i``.
 
     The edit acts on the prompt positions from ``start_chars`` on (every prompt position when None)
-    and on every generated position; a :class:`PositionEdit` edits each prompt position about its
+    and on every generated position; a :class:`corekit.lm.edits.PositionEdit` edits each prompt position about its
     class's mean and every generated position about the last prompt token's. A row that emits the
     end-of-sequence token stops there. Seeds per prompt make a sampled continuation independent of
     the batching, and the same prompt draws the same random numbers with and without an edit.

