@@ -53,7 +53,8 @@
 # instead of 1e-3 (grokking about three times sooner, as in chapter 02), and the $\omega$ sweep at
 # $p = 31$ instead of 53, whose 480 training pairs make the paper's batch of 512 a full batch; one
 # seed grokked there at steps 1,700, 950 and 500 for $\omega$ = 0.5, 1 and 2, so the slowest point
-# ($\omega = 0.3$) takes a few thousand steps. $\tau$ is evaluated every 5 steps.
+# ($\omega = 0.3$) takes a few thousand steps. $\tau$ is evaluated every 2 steps (≤ 1 % of the fastest τ,
+# about 220 steps).
 
 # %% tags=["parameters"]
 p_values = [31, 37, 43]  # length: 2 or more; range: [3, inf); primes
@@ -268,7 +269,7 @@ plt.show()
 # of −0.37 [−0.56, −0.17] over its factor-2 range with 2 censored runs, a $p$ exponent of −0.99
 # [−1.48, −0.47], and a log law whose $p_c$ sat at 0 (no fit). The `cpu` profile, this page's
 # published run (the authors' one-layer block, d_model 64, lr 3e-3, moduli 31–61, the six weight
-# decays 0.3–3 at p = 31, 8 seeds, about 24 minutes), recovers the ω exponent and fits the log law
+# decays 0.3–3 at p = 31, 8 seeds, about half an hour), recovers the ω exponent and fits the log law
 # with $p_c$ inside $(0, 31)$; its $p$ exponent is steeper than −1, with an interval that excludes −1.
 # Its moduli lie close enough to the fitted $p_c$ that the log law itself predicts such a slope
 # (`p_exponent_of_log_law`): the paper's $\tau \propto 1/p$ is the law's large-$p$ limit, which the
