@@ -7,6 +7,7 @@ last complete run in place, and `book` names a corrupt executed notebook or metr
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import signal
@@ -229,15 +230,23 @@ def good_run(repo, tmp_path):
     return out, outputs(out)
 
 
-def start_run(repo: Path, out: Path, *args: str) -> subprocess.Popen:
-    """Return a running `corekit run 00_slow ARGS`, once its notebook is in the sleeping cell."""
+def sleeping_cell_runs(ipynb: Path) -> bool:
+    """Return whether papermill has marked the notebook's sleeping cell as running."""
+    with contextlib.suppress(json.JSONDecodeError):          # a save in progress
+        return any("time.sleep" in "".join(cell["source"]) and cell["metadata"]["papermill"].get("status") == "running"
+                   for cell in json.loads(ipynb.read_text())["cells"])
+    return False
+
+
+def start_run(repo: Path, out: Path, *args: str, ready=sleeping_cell_runs) -> subprocess.Popen:
+    """Return a running `corekit run 00_slow ARGS` once ``ready`` holds for its staged notebook (default: in the sleeping cell)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COREKIT_")} | {"COREKIT_ROOT": str(repo)}
     proc = subprocess.Popen([sys.executable, "-m", "corekit", "run", NAME, "--out", str(out), *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:                       # papermill saves the notebook after each output
         staged = list(out.glob(f".{NAME}.running-*/{NAME}.ipynb"))
-        if staged and "sleeping" in staged[0].read_text():
+        if staged and ready(staged[0]):
             return proc
         time.sleep(0.2)
     proc.kill()
@@ -279,6 +288,20 @@ def test_interrupted_run_is_kept_as_such_in_one_line(repo, good_run):
     assert "Traceback" not in err
     after = outputs(out)
     assert "sleeping" in after.pop(f"{NAME}.interrupted.ipynb").decode()
+    assert after == before
+
+
+def test_ctrl_c_while_the_kernel_starts_is_one_line_too(repo, good_run):
+    out, before = good_run
+    proc = start_run(repo, out, "-p", "sleep_s", "60", ready=lambda ipynb: True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.startswith("corekit")]
+    assert len(lines) == 1 and lines[0].startswith(f"corekit: error: {NAME} interrupted"), err
+    assert "Traceback" not in err
+    after = outputs(out)
+    after.pop(f"{NAME}.interrupted.ipynb", None)
     assert after == before
 
 

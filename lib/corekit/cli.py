@@ -23,8 +23,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +91,69 @@ def executable_ipynb(nb: Notebook) -> Iterator[Path]:
         yield path
 
 
+class CtrlC:
+    """While entered, Ctrl-C stops the kernels this run starts, and is remembered.
+
+    jupyter_client starts each kernel in a session of its own, out of the terminal's reach, and a
+    KeyboardInterrupt raised at a random point inside papermill's event loop can be lost or escape its
+    cleanup. So Ctrl-C only kills the kernels' process groups (a kernel still starting is killed as soon
+    as it has started); papermill ends on the dead kernel, keeping the notebook as far as it ran, and
+    :meth:`check` turns the run's end into a KeyboardInterrupt. A second Ctrl-C raises one at once.
+    """
+
+    def __init__(self):
+        from jupyter_client.manager import AsyncKernelManager
+
+        self.received = False
+        self.managers = []
+        ctrl_c = self
+
+        class RecordedKernelManager(AsyncKernelManager):
+            """An AsyncKernelManager that lists itself so that Ctrl-C can stop its kernel."""
+
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                ctrl_c.managers.append(self)
+
+            async def start_kernel(self, **kwargs) -> None:
+                """Start the kernel; stop it again if Ctrl-C came meanwhile."""
+                await super().start_kernel(**kwargs)
+                if ctrl_c.received:
+                    ctrl_c.kill_kernels()
+                    raise RuntimeError("interrupted while the kernel started")
+
+        self.manager_class = RecordedKernelManager
+        self.previous = None
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread() and os.name == "posix":
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _handle(self, signum, frame) -> None:
+        if self.received:
+            raise KeyboardInterrupt
+        self.received = True
+        self.kill_kernels()
+
+    def kill_kernels(self) -> None:
+        """Kill the process group of every kernel started so far."""
+        for km in self.managers:
+            process = getattr(km.provisioner, "process", None)
+            if process is not None:
+                with contextlib.suppress(OSError):
+                    os.killpg(os.getpgid(process.pid), signal.SIGKILL)
+
+    def check(self, cause: BaseException | None = None) -> None:
+        """Raise KeyboardInterrupt (from ``cause``) if a Ctrl-C came while entered."""
+        if self.received:
+            raise KeyboardInterrupt from cause
+
+
 def run_papermill(nb: Notebook, params: dict, executed: Path, cell_timeout: float | None = None) -> None:
     """Execute ``nb`` with ``params`` into ``executed``, in the notebooks folder, with a progress bar."""
     import papermill
@@ -96,19 +161,26 @@ def run_papermill(nb: Notebook, params: dict, executed: Path, cell_timeout: floa
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
-    with executable_ipynb(nb) as source:
+    with executable_ipynb(nb) as source, CtrlC() as ctrl_c:
         try:
             papermill.execute_notebook(str(source), str(executed), parameters=params, kernel_name=KERNEL,
                                        language="python", cwd=str(nb.folder), progress_bar=True,
-                                       execution_timeout=cell_timeout)
+                                       execution_timeout=cell_timeout, kernel_manager_class=ctrl_c.manager_class)
         except PapermillExecutionError as err:
+            ctrl_c.check(err)
             raise ExecutionFailed(f"{nb.name} failed:{err}") from err
         except DeadKernelError as err:
+            ctrl_c.check(err)
             raise ExecutionFailed(f"{nb.name}: the kernel died ({err}; out of memory?)") from err
         except NoSuchKernel as err:
             raise ExecutionFailed(f"no Jupyter kernel {KERNEL!r} here: pip install ipykernel") from err
         except TimeoutError as err:               # nbclient's CellTimeoutError
+            ctrl_c.check(err)
             raise ExecutionFailed(f"{nb.name}: a cell ran longer than --cell-timeout {cell_timeout:g} s") from err
+        except Exception as err:                  # e.g. a kernel that Ctrl-C stopped while it started
+            ctrl_c.check(err)
+            raise
+        ctrl_c.check()
 
 
 @dataclass(frozen=True)
