@@ -239,7 +239,7 @@ def sleeping_cell_runs(ipynb: Path) -> bool:
 
 
 def start_run(repo: Path, out: Path, *args: str, ready=sleeping_cell_runs) -> subprocess.Popen:
-    """Return a running `corekit run 00_slow ARGS` once ``ready`` holds for its staged notebook (default: in the sleeping cell)."""
+    """Return a running `corekit run 00_slow ARGS` once ``ready`` holds for its staged notebook (default: sleeping cell)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COREKIT_")} | {"COREKIT_ROOT": str(repo)}
     proc = subprocess.Popen([sys.executable, "-m", "corekit", "run", NAME, "--out", str(out), *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
