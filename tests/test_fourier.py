@@ -101,21 +101,6 @@ def test_bad_parameters_raise_clear_errors():
         fourier.key_frequencies(torch.zeros(7))
 
 
-def test_alignment_profile_and_best_block():
-    p = 11
-    F_sum, F_a = fourier.fourier_basis(p, "sum", [2]), fourier.fourier_basis(p, "a", [3])
-    gen = torch.Generator().manual_seed(4)
-    noise = torch.randn(p * p, 3, generator=gen, dtype=torch.float64)
-    V = torch.cat([F_a, noise, F_sum, noise[:, :1]], dim=1)               # a-features, noise, sum-features, noise
-    profile = fourier.alignment_profile(V, F_sum)
-    torch.testing.assert_close(profile[5:7], torch.ones(2, dtype=torch.float64))
-    assert float(profile[:2].max()) < 1e-12
-    start, score = fourier.best_block_alignment(V, F_sum, 2)
-    assert start == 5 and score == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="size must be an integer in 1..8"):
-        fourier.best_block_alignment(V, F_sum, 9)
-
-
 def test_top_frequency_share_matches_a_numpy_fft_and_is_flat_at_random():
     gen = torch.Generator().manual_seed(5)
     p, d = 13, 6
@@ -132,21 +117,3 @@ def test_top_frequency_share_matches_a_numpy_fft_and_is_flat_at_random():
     assert 2 / 14 < np.mean(flat) < 0.25                                     # top 2 of 14 flat-spectrum pairs
     with pytest.raises(ValueError, match="n must be an integer in 1..6"):
         fourier.top_frequency_share(W, 7)
-
-
-def test_constant_modes_and_leading_blocks():
-    p = 7
-    N = p * p
-    const = torch.ones(N, 1, dtype=torch.float64) / math.sqrt(N)
-    F_a = fourier.orthonormal_basis(fourier.fourier_basis(p, "a", [1]))            # (N, 2), orthogonal to const
-    V = torch.cat([F_a[:, :1], const, 0.8 * const + 0.6 * F_a[:, 1:], 0.6 * const + 0.8 * F_a[:, 1:]], dim=1)
-    assert fourier.constant_modes(V) == [1, 2]                            # overlaps 0, 1, 0.64, 0.36
-    assert fourier.constant_modes(V, threshold=0.3) == [1, 2, 3]
-    W = torch.zeros(N, 10, dtype=torch.float64)
-    assert fourier.leading_blocks(W, [4, 4], skip=[0]) == [[1, 2, 3, 4], [5, 6, 7, 8]]
-    assert fourier.leading_blocks(W, [4, 4], skip=[2]) == [[0, 1, 3, 4], [5, 6, 7, 8]]
-    assert fourier.leading_blocks(W, [3]) == [[0, 1, 2]]
-    with pytest.raises(ValueError, match="sizes must be positive and sum to at most 9"):
-        fourier.leading_blocks(W, [5, 5], skip=[0])
-    with pytest.raises(ValueError, match="threshold must be in"):
-        fourier.constant_modes(V, threshold=0.0)

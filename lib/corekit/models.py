@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _NORMS = ("post", "pre", "none")
-_INITS = ("fan_in", "nanda", "torch")
+_INITS = ("fan_in", "nanda", "torch", "lin")
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,12 @@ class TransformerConfig:
     ``init`` sets the scales of the N(0, σ²) initial weights: "fan_in" gives embeddings σ = 1 and every
     other matrix σ = 1/√fan_in; "nanda" is the modular-addition code of Nanda et al. (2023), which
     the eNTK paper's transformer follows: σ = 1/√d_model for every matrix but the unembedding,
-    σ = 1/√vocab there. "torch" draws what ``nn.TransformerEncoderLayer``, ``nn.Linear`` and
-    ``nn.Embedding`` draw by default: embeddings N(0, 1), the joint query/key/value matrix
+    σ = 1/√vocab there. "lin" is the eNTK authors' own transformer code (Lin 2025): each model's
+    generator, seeded with its seed, draws in their module order (W_E, W_pos, W_Q, W_K, W_V, W_O, W_in, W_out, W_U), in their shapes
+    (W_Q, W_K, W_V (H, d_head, D), W_O (D, D)) and scales (every matrix 1/√d_model except W_in
+    1/√d_mlp and W_U 1/√out_vocab), so model m holds exactly the weights their script draws after
+    ``torch.manual_seed(seed)``; it needs ``bias=False`` and ``norm="none"``. "torch" draws what
+    ``nn.TransformerEncoderLayer``, ``nn.Linear`` and ``nn.Embedding`` draw by default: embeddings N(0, 1), the joint query/key/value matrix
     Xavier-uniform, their biases and the attention output bias 0, every other weight and bias
     U(±1/√fan_in) (the distributions, not torch's random stream).
 
@@ -70,6 +75,9 @@ class TransformerConfig:
             raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
         if self.qkv_bias and not self.bias:
             raise ValueError("qkv_bias=True needs bias=True")
+        if self.init == "lin" and (self.bias or self.norm != "none"):
+            raise ValueError(f'init="lin" (the eNTK authors\' model) needs bias=False and norm="none", got '
+                             f"bias={self.bias!r}, norm={self.norm!r}")
 
     @property
     def d_head(self) -> int:
@@ -141,10 +149,15 @@ class BatchedTransformer(nn.Module):
         self.params = nn.ParameterDict()
         for name, (shape, _kind) in shapes.items():
             self.params[name.replace(".", "_")] = nn.Parameter(torch.empty((M,) + shape))
+        self._post_init_states: list[Tensor] = []
         for m, seed in enumerate(seeds):
             gen = torch.Generator().manual_seed(seed)
-            for name, (shape, kind) in shapes.items():
-                self.params[name.replace(".", "_")].data[m] = self._init(name, shape, kind, gen)
+            if c.init == "lin":
+                load_lin_weights(self, m, _lin_draw(c, gen))
+            else:
+                for name, (shape, kind) in shapes.items():
+                    self.params[name.replace(".", "_")].data[m] = self._init(name, shape, kind, gen)
+            self._post_init_states.append(gen.get_state())
         self._dropout_generators: list[torch.Generator] = []
 
     def _init(self, name: str, shape: tuple[int, ...], kind: str, gen: torch.Generator) -> Tensor:
@@ -180,6 +193,19 @@ class BatchedTransformer(nn.Module):
     @property
     def n_models(self) -> int:
         return len(self.seeds)
+
+    def init_generators(self) -> list[torch.Generator]:
+        """Return one CPU generator per model in the state its seed's generator has right after the initial draw.
+
+        A lone script that calls ``torch.manual_seed(seed)`` and then builds this model leaves the
+        global generator in that state: its next draws (e.g. a shuffling ``DataLoader``) continue from it.
+        """
+        out = []
+        for state in self._post_init_states:
+            gen = torch.Generator()
+            gen.set_state(state)
+            out.append(gen)
+        return out
 
     def p(self, name: str) -> Tensor | None:
         """Return the stacked parameter ``name`` (e.g. "0.W_Q"), or None if the config has none."""
@@ -325,6 +351,51 @@ class BatchedTransformer(nn.Module):
     def forward(self, tokens: Tensor, last: int | None = None) -> Tensor:
         """Return logits (M, B, T', V) at the last T' = ``last`` (default: all) positions for tokens (B, T) or (M, B, T)."""
         return self.unembed(self.residual(tokens, last))
+
+
+def _lin_draw(c: TransformerConfig, gen: torch.Generator) -> dict[str, Tensor]:
+    """Return one model's initial weights {name: tensor} in the eNTK authors' layout, drawn from ``gen`` in their order."""
+    D, H, e, V = c.d_model, c.n_heads, c.d_head, c.out_vocab
+    shapes = {"W_E": ((c.vocab, D), D), "W_pos": ((c.n_ctx, D), D)}
+    for i in range(c.n_layers):
+        shapes |= {f"{i}.W_Q": ((H, e, D), D), f"{i}.W_K": ((H, e, D), D), f"{i}.W_V": ((H, e, D), D),
+                   f"{i}.W_O": ((D, D), D), f"{i}.W_in": ((D, c.d_mlp), c.d_mlp), f"{i}.W_out": ((c.d_mlp, D), D)}
+    shapes["W_U"] = ((D, V), V)
+    return {name: torch.randn(shape, generator=gen) / math.sqrt(scale) for name, (shape, scale) in shapes.items()}
+
+
+def load_lin_weights(model: BatchedTransformer, m: int, state: dict[str, Tensor]) -> None:
+    """Set model m's weights from the eNTK authors' layout: their ``state_dict`` names or {"W_E", "0.W_Q", ...}.
+
+    Their attention matrices W_Q, W_K, W_V are (H, d_head, D) and act as W x; W_O is (D, H·d_head);
+    the others match corekit's shapes. A missing or misshaped tensor raises ValueError naming it.
+    """
+    c = model.config
+    if c.bias or c.norm != "none":
+        raise ValueError(f'load_lin_weights needs a model with bias=False and norm="none", got bias={c.bias}, '
+                         f"norm={c.norm!r}")
+    aliases = {"embed.W_E": "W_E", "pos_embed.W_pos": "W_pos", "unembed.W_U": "W_U"}
+    for w in ("W_Q", "W_K", "W_V", "W_O"):
+        aliases[f"transformer_block.attn.{w}"] = f"0.{w}"
+    for w in ("W_in", "W_out"):
+        aliases[f"transformer_block.mlp.{w}"] = f"0.{w}"
+    state = {aliases.get(k, k): v for k, v in state.items()}
+    H, e, D = c.n_heads, c.d_head, c.d_model
+    for name in model.params:
+        key = re.sub(r"^(\d+)_", r"\1.", name)
+        if key not in state:
+            raise ValueError(f"state lacks the parameter {key!r}; it holds {sorted(state)}")
+        value = state[key].detach().to(torch.float32).cpu()
+        kind = key.split(".")[-1]
+        if kind in ("W_Q", "W_K", "W_V"):
+            value = value.transpose(-1, -2)                                   # (H, e, D) → (H, D, e)
+        elif kind == "W_O":
+            value = value.T.reshape(H, e, D)                                 # (D, H·e) → (H, e, D)
+        target = model.params[name].data[m]
+        if value.shape != target.shape:
+            raise ValueError(f"parameter {key!r} has shape {tuple(state[key].shape)}, which does not fit the model's "
+                             f"{tuple(target.shape)} (after the layout change)")
+        target.copy_(value)
 
 
 class BatchedQuadraticMLP(nn.Module):

@@ -146,9 +146,12 @@ class BatchedAdamW:
             dst.copy_(src)
 
 
-def losses_and_accuracy(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-    """Return per-model cross-entropy and accuracy (M,), (M,) of logits (M, B, T, V) on y (B, T_y) or (M, B, T_y)."""
-    logits = logits[:, :, -y.shape[-1]:, :]
+def losses_and_accuracy(logits: Tensor, y: Tensor, n_outputs: int | None = None) -> tuple[Tensor, Tensor]:
+    """Return per-model cross-entropy and accuracy (M,), (M,) of logits (M, B, T, V) on y (B, T_y) or (M, B, T_y).
+
+    ``n_outputs`` keeps only the first logits (the eNTK authors' loss on ``logits[:, :p]`` of p + 1 outputs).
+    """
+    logits = logits[:, :, -y.shape[-1]:, :n_outputs]
     y = y.expand(logits.shape[:3])
     loss = F.cross_entropy(logits.flatten(0, 2), y.flatten(), reduction="none").view(y.shape).mean(dim=(1, 2))
     acc = (logits.argmax(-1) == y).float().mean(dim=(1, 2))
@@ -156,15 +159,16 @@ def losses_and_accuracy(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def evaluate(model: BatchedTransformer, data: Dataset, batch_size: int = 4096) -> tuple[Tensor, Tensor]:
-    """Return every model's loss and accuracy (M,), (M,) on ``data`` in eval mode."""
+def evaluate(model: BatchedTransformer, data: Dataset, batch_size: int = 4096,
+             n_outputs: int | None = None) -> tuple[Tensor, Tensor]:
+    """Return every model's loss and accuracy (M,), (M,) on ``data`` in eval mode (on the first ``n_outputs`` logits)."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros(model.n_models, device=data.x.device)
     acc_sum = torch.zeros(model.n_models, device=data.x.device)
     for start in range(0, len(data), batch_size):
         x, y = data.x[start:start + batch_size], data.y[start:start + batch_size]
-        loss, acc = losses_and_accuracy(model(x, last=y.shape[-1]), y)
+        loss, acc = losses_and_accuracy(model(x, last=y.shape[-1]), y, n_outputs)
         loss_sum += loss * x.shape[0]
         acc_sum += acc * x.shape[0]
     model.train(was_training)
@@ -173,7 +177,11 @@ def evaluate(model: BatchedTransformer, data: Dataset, batch_size: int = 4096) -
 
 @dataclass
 class History:
-    """Evaluation record: ``steps`` (S,) and per-model curves (S, M); ``snapshots`` maps step → params."""
+    """Evaluation record: ``steps`` (S,) and per-model curves (S, M); ``snapshots`` maps step → params.
+
+    ``epoch_train_loss`` (E, M) holds each epoch's mean training-batch loss (mini-batch runs; NaN for an
+    epoch that a resumed run entered part-way).
+    """
 
     steps: list[int] = field(default_factory=list)
     train_loss: list[list[float]] = field(default_factory=list)
@@ -181,6 +189,7 @@ class History:
     test_loss: list[list[float]] = field(default_factory=list)
     test_acc: list[list[float]] = field(default_factory=list)
     snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+    epoch_train_loss: list[list[float]] = field(default_factory=list)
 
     def curve(self, name: str) -> Tensor:
         """Return the curve ``name`` (e.g. "test_acc") as a (S, M) tensor."""
@@ -203,6 +212,36 @@ def _batch_indices(seed: int, epoch: int, n: int, batch_size: int, device: torch
     if drop_last:
         perm = perm[: n // batch_size * batch_size]
     return list(perm.to(device).split(batch_size))
+
+
+#: Batch orders of :func:`train_ensemble`.
+BATCH_ORDERS = ("seeded", "loader")
+
+
+def _draw(gen: torch.Generator) -> int:
+    """Return the next int64 of ``gen`` as ``DataLoader`` takes it (``torch.empty((), dtype=int64).random_()``)."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=gen).item())
+
+
+def _loader_batches(gen: torch.Generator, n: int, batch_size: int, device: torch.device,
+                    drop_last: bool) -> list[Tensor]:
+    """Return one epoch's batches as ``DataLoader(shuffle=True)`` draws them from the global generator ``gen``.
+
+    Each pass over a loader takes one int64 from the global generator for its workers' base seed
+    when the iterator is made; ``RandomSampler`` then takes another, seeds a fresh generator with it
+    and returns that generator's ``randperm``.
+    """
+    _draw(gen)
+    seed = _draw(gen)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    if drop_last:
+        perm = perm[: n // batch_size * batch_size]
+    return list(perm.to(device).split(batch_size))
+
+
+def _loader_draws(epoch: int, eval_every: int | None) -> int:
+    """Return how many int64s the eNTK authors' epoch ``epoch`` takes from the global generator (2, +3 when it logs)."""
+    return 2 + (3 if eval_every and epoch % eval_every == 0 else 0)
 
 
 def _run_key(model: BatchedTransformer, train: Dataset, **settings) -> str:
@@ -246,6 +285,9 @@ def train_ensemble(
     betas: tuple[float, float] = (0.9, 0.999),
     optimizer_reset: dict[int, bool | Sequence[bool]] | None = None,
     drop_last: bool = True,
+    batch_order: str = "seeded",
+    loader_eval_every: int | None = None,
+    loss_outputs: int | None = None,
     eval_every: int = 100,
     eval_train_size: int = 2048,
     snapshot_steps: Sequence[int] = (),
@@ -260,7 +302,13 @@ def train_ensemble(
     also the shorter remainder (as a ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change
     during training:
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
-    the first ``eval_train_size`` training examples, test metrics on the whole test set. ``lr`` and ``weight_decay``
+    the first ``eval_train_size`` training examples, test metrics on the whole test set. ``batch_order="seeded"``
+    draws model m's epoch e from (seed, e) alone; ``"loader"`` draws it as ``DataLoader(shuffle=True)`` would in a
+    lone script that seeded the global generator with model m's seed and then built the model
+    (:meth:`~corekit.models.BatchedTransformer.init_generators`), batch for batch; ``loader_eval_every`` E adds what
+    the eNTK authors' logging takes from that generator after every epoch e with e % E == 0 (a pass over an
+    unshuffled test loader, one draw, and over the shuffled train loader, two). ``loss_outputs`` trains and
+    evaluates on the first logits only. ``lr`` and ``weight_decay``
     are one number or one per model. ``optimizer_reset`` {step: flags} gives the flagged models a fresh
     AdamW state (zero moments, step count 0) just before the update at that step, as when a branch
     forked at that step starts a new optimizer.
@@ -273,6 +321,15 @@ def train_ensemble(
     M, N = model.n_models, len(train)
     if batch_size is None or batch_size >= N:
         batch_size = N
+    if batch_order not in BATCH_ORDERS:
+        raise ValueError(f"batch_order must be one of {BATCH_ORDERS}, got {batch_order!r}")
+    out_vocab = getattr(model.config, "out_vocab", None)
+    if loss_outputs is not None and not (isinstance(loss_outputs, int) and 1 <= loss_outputs <= (out_vocab or loss_outputs)):
+        raise ValueError(f"loss_outputs must be an integer in 1..{out_vocab} (the model's outputs), got {loss_outputs!r}")
+    if loader_eval_every is not None and (batch_order != "loader" or not isinstance(loader_eval_every, int)
+                                          or loader_eval_every < 1):
+        raise ValueError(f'loader_eval_every must be a positive integer, with batch_order="loader"; got '
+                         f"{loader_eval_every!r} with batch_order={batch_order!r}")
     if steps < 0 or batch_size < 1 or eval_every < 1 or checkpoint_every < 1:
         raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 and checkpoint_every >= 1 required; "
                          f"got steps={steps}, batch_size={batch_size}, eval_every={eval_every}, "
@@ -289,7 +346,10 @@ def train_ensemble(
     key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
                    wd=[(k, v.tolist()) for k, v in wd_schedule],
                    **({"resets": [(k, v.tolist()) for k, v in sorted(resets.items())]} if resets else {}),
-                   **({"drop_last": False} if not drop_last else {}))
+                   **({"drop_last": False} if not drop_last else {}),
+                   **({"batch_order": batch_order, "loader_eval_every": loader_eval_every}
+                      if batch_order != "seeded" else {}),
+                   **({"loss_outputs": loss_outputs} if loss_outputs is not None else {}))
     state = load_checkpoint(ckpt, device) if ckpt is not None else None
     if state is not None and state["key"] == key and state["step"] <= steps:
         model.load_state_dict(state["model"])
@@ -309,7 +369,7 @@ def train_ensemble(
         for name, data in (("train", train_eval), ("test", test)):
             if data is None:
                 continue
-            loss, acc = evaluate(model, data)
+            loss, acc = evaluate(model, data, n_outputs=loss_outputs)
             getattr(history, f"{name}_loss").append(loss.tolist())
             getattr(history, f"{name}_acc").append(acc.tolist())
         if step in snapshot_steps:
@@ -322,25 +382,45 @@ def train_ensemble(
     if step == 0:
         record()
     stopped = stop is not None and stop(history)
-    batches = None
+    batches, loader_gens, epoch_losses = None, None, []
     while step < steps and not stopped:
         if batch_size == N:                                      # full batch: every model sees (N, T)
             x, y = train.x, train.y
         else:
             epoch, within = divmod(step, n_batches)
             if batches is None or within == 0:
-                per_model = [_batch_indices(s, epoch, N, batch_size, device, drop_last) for s in model.seeds]
+                if batch_order == "loader":
+                    if loader_gens is None:                      # a resumed run replays the epochs before
+                        loader_gens = model.init_generators()
+                        for e in range(epoch):
+                            for g in loader_gens:
+                                for _ in range(_loader_draws(e, loader_eval_every)):
+                                    _draw(g)
+                    elif epoch > 0 and _loader_draws(epoch - 1, loader_eval_every) > 2:
+                        for g in loader_gens:                    # the logging passes after the last epoch
+                            for _ in range(3):
+                                _draw(g)
+                    per_model = [_loader_batches(g, N, batch_size, device, drop_last) for g in loader_gens]
+                else:
+                    per_model = [_batch_indices(s, epoch, N, batch_size, device, drop_last) for s in model.seeds]
                 batches = [torch.stack(b) for b in zip(*per_model)]
+                if within != 0:
+                    epoch_losses = [torch.full((M,), float("nan"), device=device)]
             idx = batches[within]                                # (M, batch_size)
             x, y = train.x[idx], train.y[idx]
         opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
         if step in resets:
             opt.reset(resets[step])
-        loss, _ = losses_and_accuracy(model(x, last=y.shape[-1]), y)
+        loss, _ = losses_and_accuracy(model(x, last=y.shape[-1]), y, loss_outputs)
         model.zero_grad(set_to_none=False)
         loss.sum().backward()                                    # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
         opt.step()
         step += 1
+        if batch_size < N:
+            epoch_losses.append(loss.detach())
+            if step % n_batches == 0:
+                history.epoch_train_loss.append(torch.stack(epoch_losses).mean(0).tolist())
+                epoch_losses = []
         bar.update(1)
         if step % eval_every == 0 or step == steps or step in snapshot_steps:
             record()

@@ -1,10 +1,14 @@
 """Modular addition a + b mod p: token sequences for transformers, one-hot pairs for MLPs, seeded splits."""
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+#: Ways to split the pairs (see :func:`modular_addition`).
+SPLITS = ("torch", "python")
 
 
 def is_prime(n: int) -> bool:
@@ -49,14 +53,29 @@ class ModularAddition:
         return torch.cat([eye[self.a], eye[self.b]], dim=1)
 
 
-def modular_addition(p: int, train_frac: float, seed: int, require_prime: bool = True) -> ModularAddition:
-    """Return the a + b mod p task with a random ``train_frac`` of the p² pairs for training."""
+def modular_addition(p: int, train_frac: float, seed: int, require_prime: bool = True,
+                     split: str = "torch") -> ModularAddition:
+    """Return the a + b mod p task with a random ``train_frac`` of the p² pairs for training.
+
+    ``split="torch"``: ``round(train_frac·p²)`` pairs from a ``torch.randperm`` seeded with ``seed``,
+    indices sorted. ``split="python"``: the eNTK authors' split, Python's ``random.seed(seed)``
+    shuffling the pairs in row order and the first ``int(train_frac·p²)`` for training, indices kept in
+    the shuffled order (a shuffling data loader indexes that order).
+    """
     p = check_modulus(p, require_prime)
     if not 0.0 < train_frac < 1.0:
         raise ValueError(f"train_frac must be in (0, 1), got {train_frac!r}")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     a, b = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
     a, b = a.flatten(), b.flatten()
-    perm = torch.randperm(p * p, generator=torch.Generator().manual_seed(seed))
-    n_train = int(round(train_frac * p * p))
-    return ModularAddition(p=p, a=a, b=b, labels=(a + b) % p,
-                           train_idx=perm[:n_train].sort().values, test_idx=perm[n_train:].sort().values)
+    if split == "python":
+        order = list(range(p * p))
+        random.Random(seed).shuffle(order)
+        perm, n_train = torch.tensor(order), int(train_frac * p * p)
+        train_idx, test_idx = perm[:n_train], perm[n_train:]
+    else:
+        perm = torch.randperm(p * p, generator=torch.Generator().manual_seed(seed))
+        n_train = int(round(train_frac * p * p))
+        train_idx, test_idx = perm[:n_train].sort().values, perm[n_train:].sort().values
+    return ModularAddition(p=p, a=a, b=b, labels=(a + b) % p, train_idx=train_idx, test_idx=test_idx)
