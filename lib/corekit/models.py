@@ -34,11 +34,12 @@ class TransformerConfig:
     other matrix σ = 1/√fan_in; "nanda" is the modular-addition code of Nanda et al. (2023), which
     the eNTK paper's transformer follows: σ = 1/√d_model for every matrix but the unembedding,
     σ = 1/√vocab there. "lin" is the eNTK authors' own transformer code (Lin 2025): each model's
-    generator, seeded with its seed, draws in their module order (W_E, W_pos, W_Q, W_K, W_V, W_O, W_in, W_out, W_U), in their shapes
-    (W_Q, W_K, W_V (H, d_head, D), W_O (D, D)) and scales (every matrix 1/√d_model except W_in
-    1/√d_mlp and W_U 1/√out_vocab), so model m holds exactly the weights their script draws after
-    ``torch.manual_seed(seed)``; it needs ``bias=False`` and ``norm="none"``. "torch" draws what
-    ``nn.TransformerEncoderLayer``, ``nn.Linear`` and ``nn.Embedding`` draw by default: embeddings N(0, 1), the joint query/key/value matrix
+    generator, seeded with its seed, draws in their module order (W_E, W_pos, W_Q, W_K, W_V, W_O,
+    W_in, W_out, W_U), in their shapes (W_Q, W_K, W_V (H, d_head, D), W_O (D, D)) and scales (every
+    matrix 1/√d_model except W_in 1/√d_mlp and W_U 1/√out_vocab), so model m holds exactly the
+    weights their script draws after ``torch.manual_seed(seed)``; it needs ``bias=False`` and
+    ``norm="none"``. "torch" draws what ``nn.TransformerEncoderLayer``, ``nn.Linear`` and
+    ``nn.Embedding`` draw by default: embeddings N(0, 1), the joint query/key/value matrix
     Xavier-uniform, their biases and the attention output bias 0, every other weight and bias
     U(±1/√fan_in) (the distributions, not torch's random stream).
 
