@@ -63,3 +63,20 @@ def test_claims_capture_the_parameters_cell_from_the_callers_globals(tmp_path, m
     with pytest.raises(FileNotFoundError, match="no 98_missing.py"):
         Claims("98_missing", namespace={})
     assert Claims("98_missing", {"x": 1}).parameters == {"x": 1}                        # explicit: as given
+
+
+def test_authors_values_get_their_own_column(tmp_path):
+    from corekit.publish import claims_table
+    claims = Claims("nb", parameters={})
+    claims.add("plain", 1.0, target="reported")
+    assert "authors" not in claims.table()._repr_markdown_()
+    claims.add("shared", 0.97, target="≥ 0.9", passed=True, paper=0.99, authors=0.981)
+    md = claims.table()._repr_markdown_()
+    assert md.splitlines()[0] == "| claim | paper | measured | authors' code | target | verdict |"
+    assert "| `shared` | 0.99 | 0.97 | 0.981 | ≥ 0.9 | pass |" in md
+    assert "<th>authors' code</th>" in claims.table()._repr_html_()
+    record = claims.as_dict()["claims"]
+    assert "authors" not in record[0] and record[1]["authors"] == 0.981
+    rows = claims_table({"claims": record}, "published (paper)", None)
+    assert rows[0] == "| claim | paper | published (paper) | authors' code | target | verdict |"
+    assert "0.981" in rows[3] and rows[2].count("|") == rows[3].count("|")

@@ -292,8 +292,8 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
         base = accuracy(h_test)
     necessary = necessary_rank(rem, 2 / p, ranks)
     fit_rank = torch.maximum(rank, necessary)
-    fits = [shift_operator(core.coordinates(h_all[m:m + 1], int(fit_rank[m]))[0], all_labels, p)
-            for m in range(h_all.shape[0])]
+    z_all = core.coordinates(h_all, int(fit_rank.max()))                  # (M, N, r_max): each model its own core
+    fits = [shift_operator(z_all[m, :, :int(fit_rank[m])], all_labels, p) for m in range(h_all.shape[0])]
     return {"energy": rank.tolist(), "sufficient": sufficient_rank(keep, base, ranks).tolist(),
             "necessary": necessary.tolist(), "fit_rank": fit_rank.tolist(),
             "eigs": [f.eigenvalues for f in fits], "r2": [f.r2 for f in fits],

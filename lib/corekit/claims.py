@@ -3,8 +3,11 @@
 A notebook creates one :class:`Claims`, adds every headline figure it measures, shows the table at
 the end of the page and writes ``NAME.metrics.json``::
 
-    {"notebook", "parameters", "runtime_s", "threads", "claims": [{"id", "paper", "measured", "target", "pass"}],
-     "environment": {...}}
+    {"notebook", "parameters", "runtime_s", "threads",
+     "claims": [{"id", "paper", "measured", "target", "pass"} (+ "authors")], "environment": {...}}
+
+A claim's ``authors`` is the value the authors' own code gives on the same weights or settings
+(``results/oracle/``, :mod:`corekit.oracle`), shown as a column beside ours where a chapter has one.
 
 ``threads`` is torch's intra-op thread count when the file is written (None if torch was never
 imported): results on a CPU can change in the last bits with it.
@@ -80,11 +83,17 @@ class Claim:
     target: str
     passed: bool | None
     paper: Any = None
+    authors: Any = None
 
     def as_dict(self) -> dict:
         """Return the claim as the metrics-file record."""
-        return {"id": self.id, "paper": to_jsonable(self.paper), "measured": to_jsonable(self.measured),
-                "target": self.target, "pass": self.passed}
+        record = {"id": self.id, "paper": to_jsonable(self.paper), "measured": to_jsonable(self.measured),
+                  "target": self.target, "pass": self.passed}
+        return record if self.authors is None else {**record, "authors": to_jsonable(self.authors)}
+
+
+#: Column headings of the claims table.
+HEADINGS = {"paper": "paper", "measured": "measured", "authors": "authors' code"}
 
 
 class ClaimsTable:
@@ -97,20 +106,29 @@ class ClaimsTable:
     def _verdict(passed: bool | None) -> str:
         return {True: "pass", False: "FAIL", None: "reported"}[passed]
 
+    def _columns(self) -> list[str]:
+        """Return the value columns: paper, measured, and the authors' code where any claim has it."""
+        return ["paper", "measured"] + (["authors"] if any(c.authors is not None for c in self.claims) else [])
+
     def _repr_html_(self) -> str:
         colours = {True: "#1a7f37", False: "#cf222e", None: "#57606a"}
+        cols = self._columns()
         rows = "".join(
-            f"<tr><td><code>{html.escape(c.id)}</code></td><td>{html.escape(format_value(to_jsonable(c.paper)))}</td>"
-            f"<td>{html.escape(format_value(to_jsonable(c.measured)))}</td><td>{html.escape(c.target)}</td>"
+            f"<tr><td><code>{html.escape(c.id)}</code></td>"
+            + "".join(f"<td>{html.escape(format_value(to_jsonable(getattr(c, k))))}</td>" for k in cols)
+            + f"<td>{html.escape(c.target)}</td>"
             f"<td style='color:{colours[c.passed]};font-weight:bold'>{self._verdict(c.passed)}</td></tr>"
             for c in self.claims)
-        return ("<table class='corekit-claims'><thead><tr><th>claim</th><th>paper</th><th>measured</th>"
+        heads = "".join(f"<th>{HEADINGS[k]}</th>" for k in cols)
+        return (f"<table class='corekit-claims'><thead><tr><th>claim</th>{heads}"
                 f"<th>target</th><th>verdict</th></tr></thead><tbody>{rows}</tbody></table>")
 
     def _repr_markdown_(self) -> str:
-        lines = ["| claim | paper | measured | target | verdict |", "|---|---|---|---|---|"]
-        lines += [f"| `{c.id}` | {format_value(to_jsonable(c.paper))} | {format_value(to_jsonable(c.measured))} | {c.target} "
-                  f"| {self._verdict(c.passed)} |" for c in self.claims]
+        cols = self._columns()
+        lines = ["| claim | " + " | ".join(HEADINGS[k] for k in cols) + " | target | verdict |",
+                 "|---|" + "---|" * len(cols) + "---|---|"]
+        lines += [f"| `{c.id}` | " + " | ".join(format_value(to_jsonable(getattr(c, k))) for k in cols)
+                  + f" | {c.target} | {self._verdict(c.passed)} |" for c in self.claims]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -145,12 +163,14 @@ class Claims:
         self.claims: list[Claim] = []
         self._start = time.perf_counter()
 
-    def add(self, id: str, measured: Any, *, target: str, passed: bool | None = None, paper: Any = None) -> Claim:
-        """Return the recorded claim ``id``; ``passed=None`` marks a figure that is reported only."""
+    def add(self, id: str, measured: Any, *, target: str, passed: bool | None = None, paper: Any = None,
+            authors: Any = None) -> Claim:
+        """Return the recorded claim ``id``; ``passed=None`` marks a figure that is reported only, ``authors`` the
+        authors' code's value on the same weights or settings."""
         if any(c.id == id for c in self.claims):
             raise ValueError(f"claim id {id!r} is recorded twice in {self.notebook}")
         claim = Claim(id=id, measured=measured, target=target,
-                      passed=None if passed is None else bool(passed), paper=paper)
+                      passed=None if passed is None else bool(passed), paper=paper, authors=authors)
         self.claims.append(claim)
         return claim
 

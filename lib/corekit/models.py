@@ -366,7 +366,7 @@ def _lin_draw(c: TransformerConfig, gen: torch.Generator) -> dict[str, Tensor]:
 
 
 def load_lin_weights(model: BatchedTransformer, m: int, state: dict[str, Tensor]) -> None:
-    """Set model m's weights from the eNTK authors' layout: their ``state_dict`` names or {"W_E", "0.W_Q", ...}.
+    """Set model m's weights from the eNTK authors' layout: their ``state_dict`` names, or "W_E", "W_Q", "0.W_Q", ....
 
     Their attention matrices W_Q, W_K, W_V are (H, d_head, D) and act as W x; W_O is (D, H·d_head);
     the others match corekit's shapes. A missing or misshaped tensor raises ValueError naming it.
@@ -376,10 +376,8 @@ def load_lin_weights(model: BatchedTransformer, m: int, state: dict[str, Tensor]
         raise ValueError(f'load_lin_weights needs a model with bias=False and norm="none", got bias={c.bias}, '
                          f"norm={c.norm!r}")
     aliases = {"embed.W_E": "W_E", "pos_embed.W_pos": "W_pos", "unembed.W_U": "W_U"}
-    for w in ("W_Q", "W_K", "W_V", "W_O"):
-        aliases[f"transformer_block.attn.{w}"] = f"0.{w}"
-    for w in ("W_in", "W_out"):
-        aliases[f"transformer_block.mlp.{w}"] = f"0.{w}"
+    for w in ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out"):
+        aliases[f"transformer_block.{'attn' if w[2] in 'QKVO' else 'mlp'}.{w}"] = aliases[w] = f"0.{w}"
     state = {aliases.get(k, k): v for k, v in state.items()}
     H, e, D = c.n_heads, c.d_head, c.d_model
     for name in model.params:

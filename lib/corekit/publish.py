@@ -219,12 +219,17 @@ def cell(value: object) -> str:
 
 
 def claims_table(shown: dict, label: str, quick: dict | None) -> list[str]:
-    """Return the markdown rows of one chapter's claims: paper, shown run (``label``), quick run, target, verdict."""
-    header = ["claim", "paper", label] + (["quick run"] if quick else []) + ["target", "verdict"]
+    """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
+    weights (where the chapter records it), quick run, target, verdict."""
+    authors = any("authors" in c for c in shown.get("claims", []))
+    header = (["claim", "paper", label] + (["authors' code"] if authors else []) + (["quick run"] if quick else [])
+              + ["target", "verdict"])
     quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for claim in shown.get("claims", []):
         values = [f"`{claim['id']}`", cell(claim.get("paper")), cell(claim.get("measured"))]
+        if authors:
+            values.append(cell(claim.get("authors")))
         if quick:
             values.append(cell(quick_values.get(claim["id"], "not measured")))
         values += [cell(claim.get("target", "")), VERDICTS.get(claim.get("pass"), "?")]
