@@ -47,10 +47,15 @@ def _centred(h: Tensor, mean: Tensor) -> Tensor:
     return h - mean.to(h.dtype).view((mean.shape[0],) + (1,) * (h.dim() - 2) + (mean.shape[-1],))
 
 
-def _psd_factor(A: Tensor) -> Tensor:
-    """Return L (M, D, D) with L Lᵀ = A for symmetric positive semi-definite A (M, D, D)."""
+def _psd_factor(A: Tensor, jitter: float = 0.0) -> Tensor:
+    """Return L (M, D, D) with L Lᵀ = A + jitter·(tr A / D)·I for symmetric positive semi-definite A (M, D, D).
+
+    The ACE authors' factorisation adds that jitter (1e-8) to every eigenvalue before the square root.
+    """
     w, V = torch.linalg.eigh(A)
-    return V * w.clamp_min(0).sqrt()[..., None, :]
+    scale = torch.diagonal(A, dim1=-2, dim2=-1).mean(-1, keepdim=True)
+    lift = jitter * torch.where(scale > 0, scale, torch.ones_like(scale))
+    return V * (w.clamp_min(0) + lift).sqrt()[..., None, :]
 
 
 def output_jacobian(fn: Callable[[Tensor], Tensor], h: Tensor) -> Tensor:
@@ -81,15 +86,19 @@ def centred_logits(readout: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Te
     return fn
 
 
-def extract(h: Tensor, obs: Tensor) -> Core:
-    """Return the ACE core of activations h (M, N, D) under the observability Gram obs (M, D, D)."""
+def extract(h: Tensor, obs: Tensor, jitter: float = 0.0) -> Core:
+    """Return the ACE core of activations h (M, N, D) under the observability Gram obs (M, D, D).
+
+    ``jitter`` lifts both Grams' eigenvalues by jitter·tr/D before factoring (the authors: 1e-8); it
+    orders the directions that Cov·Obs leaves numerically null.
+    """
     if h.dim() != 3 or obs.shape != (h.shape[0], h.shape[2], h.shape[2]):
         raise ValueError(f"h must be (M, N, D) and obs (M, D, D), got {tuple(h.shape)} and {tuple(obs.shape)}")
     h64, obs = h.detach().double(), obs.detach()
     mean = h64.mean(dim=1)
     hc = h64 - mean[:, None, :]
     cov = hc.transpose(1, 2) @ hc / (h.shape[1] - 1)
-    L_c, L_o = _psd_factor(cov), _psd_factor(obs.double())
+    L_c, L_o = _psd_factor(cov, jitter), _psd_factor(obs.double(), jitter)
     U, sigma, _ = torch.linalg.svd(L_c.transpose(1, 2) @ L_o)
     basis, R = torch.linalg.qr(L_c @ U)
     basis = basis * torch.sign(torch.diagonal(R, dim1=1, dim2=2)).masked_fill(
@@ -247,10 +256,14 @@ def unit_circle_fraction(eigenvalues: np.ndarray, p: int) -> float:
 
 
 def frequency_modes(eigenvalues: np.ndarray, p: int) -> list[int]:
-    """Return the distinct frequencies k ∈ {0, …, ⌊p/2⌋} (``k = round(p·|arg λ| / 2π)``) of the unit-circle eigenvalues."""
+    """Return the distinct frequencies k ∈ {0, …, ⌊p/2⌋} of the unit-circle eigenvalues, as the authors bin them.
+
+    ``k = round(p·arg λ / 2π) mod p`` folded to min(k, p − k), so λ = −1 (k = p/2 rounded) lands in bin ⌊p/2⌋.
+    """
     eigenvalues = np.asarray(eigenvalues)
     on_circle = eigenvalues[np.abs(np.abs(eigenvalues) - 1.0) <= np.sin(np.pi / p)]
-    return sorted({int(k) for k in np.rint(np.abs(np.angle(on_circle)) * p / (2 * np.pi))})
+    k = np.mod(np.rint(np.angle(on_circle) * p / (2 * np.pi)).astype(int), p)
+    return sorted({int(j) for j in np.minimum(k, p - k)})
 
 
 def class_means(z: Tensor, labels: Tensor, n_classes: int) -> Tensor:
@@ -267,38 +280,79 @@ def shift_operator(z: Tensor, labels: Tensor, n_classes: int) -> ShiftFit:
     return fit_shift_operator(class_means(z, labels, n_classes))
 
 
+#: The analyses :func:`last_token_summary` runs.
+ANALYSES = ("corekit", "authors")
+
+
 def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, all_x: Tensor,
-                       all_labels: Tensor, energy_threshold: float = 0.99) -> dict:
+                       all_labels: Tensor, energy_threshold: float = 0.99, analysis: str = "corekit",
+                       jitter: float | None = None, centre: bool | None = None) -> dict:
     """Return ACE of every model at the last-token readout of a modular-arithmetic transformer.
 
-    Extracts on ``train_x``, validates on ``test_x`` / ``test_y`` (N_test,) and identifies the shift
-    operator on all inputs ``all_x`` grouped by ``all_labels`` on the core of rank max(energy, necessary),
-    as the authors do. Keys (each a list over the M models): ``energy``, ``sufficient`` and ``necessary``
-    ranks, ``fit_rank``, the operator's ``eigs`` (np.ndarray each), ``r2`` (R² of the fit), ``circle``
-    (fraction of eigenvalues on the unit circle) and ``modes`` (distinct frequencies).
+    ``analysis="corekit"``: extract on ``train_x`` with the centred logits as task outputs, ablate about
+    the training mean on ``test_x`` / ``test_y`` (N_test,), necessary and sufficient ranks scanned from 0,
+    and identify the shift operator on all inputs ``all_x`` grouped by ``all_labels``.
+
+    ``analysis="authors"``: the ACE authors' ``analyze_epoch`` (``src/cores/modular_addition_analysis.py``):
+    extraction on the test pairs with the plain logits as outputs and a 1e-8 jitter in the factors,
+    keep QQᵀh and remove h − QQᵀh without the mean, the necessary rank scanned upward from the energy
+    rank and the sufficient rank from 1 (each d_model when no rank qualifies), both "operational"
+    ranks floored at the energy rank, and the class means over the test pairs. ``jitter`` and
+    ``centre`` (ablate about the mean) override either analysis's choice, for the controls.
+
+    Both fit the shift operator on the core of rank max(energy, necessary). Keys (each a list over
+    the M models): ``energy``, ``sufficient`` and ``necessary`` ranks (the authors': operational),
+    ``necessary_strict`` and ``sufficient_strict`` (before the floor; = the others for corekit),
+    ``fit_rank``, the operator's ``eigs`` (np.ndarray each), ``r2``, ``circle`` (fraction on the unit
+    circle), ``modes`` (distinct frequency bins), ``spectrum`` (σ²/σ₀², np.ndarray (D,) each), and
+    ``core`` (the :class:`Core`, its mean zero where the ablations use none) with ``fit_on``
+    ("all" or "test") for controls at the same rank.
     """
+    if analysis not in ANALYSES:
+        raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+    authors = analysis == "authors"
+    jitter = (1e-8 if authors else 0.0) if jitter is None else float(jitter)
+    centre = (not authors) if centre is None else bool(centre)
     p = model.config.out_vocab
     with torch.no_grad():
         h_train, h_test, h_all = (model.residual(x)[:, :, -1] for x in (train_x, test_x, all_x))   # (M, N, D)
-    core = extract(h_train, observability(centred_logits(model.unembed), h_train))
+    h_ext = h_test if authors else h_train
+    readout = model.unembed if authors else centred_logits(model.unembed)
+    core = extract(h_ext, observability(readout, h_ext), jitter=jitter)
+    if not centre:
+        core = Core(basis=core.basis, sigma=core.sigma, mean=torch.zeros_like(core.mean))
     rank = energy_rank(core.sigma, energy_threshold)
 
     def accuracy(h: Tensor) -> Tensor:
         return (model.unembed(h.float()).argmax(-1) == test_y).float().mean(-1)
 
-    ranks = list(range(h_train.shape[-1] + 1))
+    D = h_train.shape[-1]
+    ranks = list(range(D + 1))
     with torch.no_grad():
         keep, rem = ablation_curves(core, h_test, accuracy, ranks)
         base = accuracy(h_test)
-    necessary = necessary_rank(rem, 2 / p, ranks)
+    r = torch.tensor(ranks, device=keep.device)
+    if authors:
+        nec_ok = (rem <= 2 / p) & (r[None, :] >= rank[:, None].to(r.device))
+        suf_ok = (keep >= base[:, None] - 1e-3) & (r[None, :] >= 1)
+        necessary_strict = torch.where(nec_ok.any(1), _first_rank(nec_ok, ranks), torch.full_like(rank, D))
+        sufficient_strict = torch.where(suf_ok.any(1), _first_rank(suf_ok, ranks), torch.full_like(rank, D))
+        necessary, sufficient = torch.maximum(rank, necessary_strict), torch.maximum(rank, sufficient_strict)
+    else:
+        necessary_strict = necessary = necessary_rank(rem, 2 / p, ranks)
+        sufficient_strict = sufficient = sufficient_rank(keep, base, ranks)
     fit_rank = torch.maximum(rank, necessary)
-    z_all = core.coordinates(h_all, int(fit_rank.max()))                  # (M, N, r_max): each model its own core
-    fits = [shift_operator(z_all[m, :, :int(fit_rank[m])], all_labels, p) for m in range(h_all.shape[0])]
-    return {"energy": rank.tolist(), "sufficient": sufficient_rank(keep, base, ranks).tolist(),
-            "necessary": necessary.tolist(), "fit_rank": fit_rank.tolist(),
-            "eigs": [f.eigenvalues for f in fits], "r2": [f.r2 for f in fits],
+    h_fit, y_fit = (h_test, test_y) if authors else (h_all, all_labels)
+    z_fit = core.coordinates(h_fit, int(fit_rank.max()))                 # (M, N, r_max): each model its own core
+    fits = [shift_operator(z_fit[m, :, :int(fit_rank[m])], y_fit, p) for m in range(h_fit.shape[0])]
+    energy = core.sigma.double() ** 2
+    return {"energy": rank.tolist(), "sufficient": sufficient.tolist(), "necessary": necessary.tolist(),
+            "sufficient_strict": sufficient_strict.tolist(), "necessary_strict": necessary_strict.tolist(),
+            "fit_rank": fit_rank.tolist(), "eigs": [f.eigenvalues for f in fits], "r2": [f.r2 for f in fits],
             "circle": [unit_circle_fraction(f.eigenvalues, p) for f in fits],
-            "modes": [len(frequency_modes(f.eigenvalues, p)) for f in fits]}
+            "modes": [len(frequency_modes(f.eigenvalues, p)) for f in fits],
+            "spectrum": list((energy / energy[:, :1].clamp_min(1e-300)).cpu().numpy()),
+            "core": core, "fit_on": "test" if authors else "all"}
 
 
 @dataclass

@@ -44,7 +44,9 @@ class TransformerConfig:
     U(±1/√fan_in) (the distributions, not torch's random stream).
 
     ``causal`` masks attention to earlier positions (False: every position sees every other, as
-    ``nn.TransformerEncoder`` without a mask); ``qkv_bias`` adds query, key and value biases.
+    ``nn.TransformerEncoder`` without a mask); ``qkv_bias`` adds query, key and value biases;
+    ``embedding_dropout`` applies ``dropout`` to the embeddings too (the ACE authors' models, whose
+    blocks are ``nn.TransformerEncoderLayer``, drop out only inside the blocks).
     """
 
     vocab: int
@@ -60,6 +62,7 @@ class TransformerConfig:
     init: str = "fan_in"
     causal: bool = True
     qkv_bias: bool = False
+    embedding_dropout: bool = True
 
     def __post_init__(self):
         for name in ("vocab", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
@@ -330,7 +333,8 @@ class BatchedTransformer(nn.Module):
         W_E = self.p("W_E")
         x = torch.gather(W_E, 1, tokens.reshape(M, B * T, 1).expand(-1, -1, W_E.shape[-1]))
         x = x.view(M, B, T, -1) + self.p("W_pos")[:, None, :T, :]
-        x = self._dropout(x)
+        if self.config.embedding_dropout:
+            x = self._dropout(x)
         if last is not None and not 1 <= last <= T:
             raise ValueError(f"last must be between 1 and the sequence length {T}, got {last!r}")
         tabulate = B > self.config.vocab and not (self.training and self.config.dropout > 0)

@@ -4,11 +4,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
 #: Ways to split the pairs (see :func:`modular_addition`).
-SPLITS = ("torch", "python")
+SPLITS = ("torch", "python", "numpy")
 
 
 def is_prime(n: int) -> bool:
@@ -60,7 +61,9 @@ def modular_addition(p: int, train_frac: float, seed: int, require_prime: bool =
     ``split="torch"``: ``round(train_frac·p²)`` pairs from a ``torch.randperm`` seeded with ``seed``,
     indices sorted. ``split="python"``: the eNTK authors' split, Python's ``random.seed(seed)``
     shuffling the pairs in row order and the first ``int(train_frac·p²)`` for training, indices kept in
-    the shuffled order (a shuffling data loader indexes that order).
+    the shuffled order (a shuffling data loader indexes that order). ``split="numpy"``: the ACE
+    authors' split, ``np.random.RandomState(seed).permutation(p²)`` with the first ``int(train_frac·p²)``
+    for training (their ``len // 2`` at 0.5, seed 42), in that order.
     """
     p = check_modulus(p, require_prime)
     if not 0.0 < train_frac < 1.0:
@@ -69,7 +72,10 @@ def modular_addition(p: int, train_frac: float, seed: int, require_prime: bool =
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     a, b = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
     a, b = a.flatten(), b.flatten()
-    if split == "python":
+    if split == "numpy":
+        perm, n_train = torch.from_numpy(np.random.RandomState(seed).permutation(p * p)), int(train_frac * p * p)
+        train_idx, test_idx = perm[:n_train], perm[n_train:]
+    elif split == "python":
         order = list(range(p * p))
         random.Random(seed).shuffle(order)
         perm, n_train = torch.tensor(order), int(train_frac * p * p)
