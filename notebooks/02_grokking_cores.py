@@ -28,33 +28,30 @@
 # **Method.** One batched program trains every seed twice: with weight decay throughout, and in a
 # branch that switches weight decay off at `fork_epoch`, before grokking, and (as the authors do)
 # starts that branch with a fresh AdamW state. At checkpoints across training we run ACE at the
-# last-token residual stream that the unembedding reads: extract on the training pairs, measure
-# keep-only / remove accuracy on the held-out pairs (sufficient and necessary rank), and identify the
-# operator as the authors do: on the core of rank max(energy, necessary), take the per-class mean
-# core vectors $m_c$ over all $p^2$ pairs, centre them, and fit $m_c A \approx m_{c+1 \bmod p}$ by least
-# squares inside their SVD-truncated span (at most $p - 1$ directions, singular values ≥ 1e-3 of the
-# largest; `corekit.ace.fit_shift_operator`), reporting the fit's $R^2$. An eigenvalue is on the unit
-# circle if $||\lambda| - 1| \le \sin(\pi/p)$ and its frequency is
-# $k = \operatorname{round}(p\,|\arg\lambda| / 2\pi)$. Because the shift permutes the $p$ classes, a
-# fit on means that span all $p - 1$ centred dimensions is exact whatever the model does; $R^2$ is
-# informative while the core is smaller than that.
+# last-token residual stream that the unembedding reads, under two analyses (ours and the authors',
+# described below), and identify the operator: on the core of rank max(energy, necessary), the
+# per-class mean core vectors $m_c$, centred, and the least-squares fit $m_c A \approx m_{c+1 \bmod p}$
+# inside their SVD-truncated span (at most $p - 1$ directions, singular values ≥ 1e-3 of the largest;
+# `corekit.ace.fit_shift_operator`), with the fit's $R^2$. An eigenvalue is on the unit circle if
+# $||\lambda| - 1| \le \sin(\pi/p)$, and its frequency bin is $k = \operatorname{round}(p \arg\lambda / 2\pi)
+# \bmod p$ folded to $\min(k, p - k)$. Because the shift permutes the $p$ classes, a fit on means
+# that span all $p - 1$ centred dimensions is exact whatever the model does; the controls below
+# measure how much of the paper's figure that explains.
 #
 # **Profiles.** `notebooks/params/paper/02_grokking_cores.yaml` is the authors' setup, each value
-# with its source: `nn.TransformerEncoderLayer` blocks (post-LayerNorm, ReLU, dropout 0.1, no
-# attention mask, `norm`, `dropout`, `causal`, `qkv_bias`, `init`), d_model 128, input $[a, b]$
-# (`equals_token = False`), AdamW lr 1e-3 with default betas, ω = 1, batch 512, 20,000 epochs. The
-# quick defaults keep the paper's modulus (p = 53) but a 4× narrower pre-LayerNorm model with the
-# $[a, b, =]$ input, full-batch steps and a larger learning rate and weight decay, so that grokking
-# happens within CPU minutes. A 32-dimensional residual stream cannot hold a core of the
-# $2\lfloor p/2 \rfloor = 52$ dimensions that all modes need, and the quick run stops soon after
-# grokking, so its inflation claims are expected to fail; they are computed and shown all the same.
+# with its source (`src/cores/models.py`, `modular_addition_experiment.py`, `run_modadd.py` in
+# `joshseth/cores`): `nn.TransformerEncoderLayer` blocks (post-LayerNorm, ReLU, dropout 0.1 inside
+# the blocks, none on the embeddings) with a causal mask in both layers, d_model 128, input $[a, b]$,
+# their split (`RandomState(42)`, the first half for training), AdamW lr 1e-3 with default betas,
+# ω = 1, batch 512, 20,001 epochs, and the ω → 0 branch resumed after 901 epochs with a fresh AdamW.
 # The `cpu` profile (`notebooks/params/cpu/02_grokking_cores.yaml`), which the published run uses,
-# keeps the authors' block, optimiser, split and batch size of 512 and changes three things, each
-# measured on 2 cores: $p = 31$ instead of 53 (480 training pairs, so a batch is the whole training
-# set, and all $\lfloor p/2 \rfloor + 1 = 16$ modes fit in $2 \cdot 15 = 30$ dimensions), d_model 64
-# instead of 128 (room for that core at half the cost), and a learning rate of 3e-3 instead of 1e-3
-# (at $p = 31$ two seeds grokked at steps 3,400 and 2,600 with 1e-3, at 1,050 and 950 with 3e-3), so
-# that its 12,000 epochs train more than ten times as long as grokking takes, which inflation needs.
+# keeps all of that and changes only the size, each change measured on 2 cores (the numbers are in
+# the YAML file): $p = 31$ instead of 53 (480 training pairs, one batch an epoch, and all
+# $\lfloor p/2 \rfloor + 1 = 16$ modes fit in $2 \cdot 15 = 30$ dimensions), d_model 64 instead of 128,
+# and a learning rate of 3e-3 instead of 1e-3, so that grokking comes early enough in the 20,001
+# epochs for the inflation question to be asked. The quick defaults (a narrow pre-LayerNorm model with
+# the $[a, b, =]$ input and full-batch steps) only check that every cell runs and every claim is
+# computed within CI minutes.
 
 # %% tags=["parameters"]
 p = 53  # range: [3, inf); a prime

@@ -104,3 +104,23 @@ def test_bootstrap_counts_failed_resamples_and_says_what_its_interval_covers():
         return 0.0
     with pytest.raises(ValueError, match="none of the 10 bootstrap resamples could be fitted"):
         bootstrap(points, converges_once, n_boot=10)
+
+
+def test_compare_laws_prefers_the_law_that_made_the_data():
+    from corekit import scaling as sc
+    p = np.array([31.0, 43, 53, 61, 79, 89, 101])
+    log_made = sc.log_law(p, 500.0, 20.0)
+    power_made = 4000.0 * p ** -1.0
+    on_log, on_power = sc.compare_laws(p, log_made), sc.compare_laws(p, power_made)
+    assert on_log["loo_log"] < 1e-8 < on_log["loo_power"]
+    assert on_log["aic_log"] < on_log["aic_power"]
+    assert on_power["loo_power"] < 1e-10
+    # held-out error by hand for the power law: refit without each point with numpy's polyfit
+    errs = []
+    for i in range(len(p)):
+        keep = np.arange(len(p)) != i
+        k, a = np.polyfit(np.log(p[keep]), np.log(log_made[keep]), 1)
+        errs.append((np.log(log_made[i]) - (a + k * np.log(p[i]))) ** 2)
+    assert on_log["loo_power"] == pytest.approx(np.mean(errs), rel=1e-9)
+    n, rss = len(p), np.sum((np.log(log_made) - np.log(sc.power_law_fit(p, log_made).predict(p))) ** 2)
+    assert on_log["aic_power"] == pytest.approx(n * np.log(rss / n) + 4, rel=1e-9)

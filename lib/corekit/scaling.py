@@ -62,6 +62,47 @@ def log_law_fit(p, tau) -> Fit:
                lambda v: log_law(v, omega, p_c))
 
 
+def log_aic(y, pred, n_params: int) -> float:
+    """Return the AIC n·log(RSS/n) + 2k of predictions ``pred`` (n,) of y (n,) with residuals in log y (Gaussian errors)."""
+    y, pred = np.asarray(y, dtype=float), np.asarray(pred, dtype=float)
+    rss = float(np.sum((np.log(y) - np.log(pred)) ** 2))
+    return len(y) * np.log(max(rss, 1e-300) / len(y)) + 2 * n_params
+
+
+def leave_one_out_error(x, y, fitter: Callable[[np.ndarray, np.ndarray], Fit]) -> float:
+    """Return the mean squared error in log y of each point (n,) predicted by ``fitter`` on the other points.
+
+    NaN when a fit on the remaining points fails (too few of them, or no convergence).
+    """
+    x, y = _check_xy(x, y)
+    errors = []
+    for i in range(len(x)):
+        keep = np.arange(len(x)) != i
+        try:
+            pred = float(fitter(x[keep], y[keep]).predict(x[i:i + 1])[0])
+        except (ValueError, RuntimeError):
+            return float("nan")
+        errors.append((np.log(y[i]) - np.log(pred)) ** 2 if pred > 0 else np.inf)
+    return float(np.mean(errors))
+
+
+def compare_laws(p, tau) -> dict[str, float]:
+    """Return the power law and the log law τ(p) = −Ω log(1 − p_c/p) side by side on points p, τ (n,).
+
+    Keys: ``aic_power``, ``aic_log`` (:func:`log_aic`, 2 parameters each) and ``loo_power``, ``loo_log``
+    (:func:`leave_one_out_error`); lower is better for all four. A log law that does not converge on all
+    points gives NaN for its two.
+    """
+    p, tau = _check_xy(p, tau)
+    power = power_law_fit(p, tau)
+    out = {"aic_power": log_aic(tau, power.predict(p), 2), "loo_power": leave_one_out_error(p, tau, power_law_fit)}
+    try:
+        log = log_law_fit(p, tau)
+    except RuntimeError:
+        return {**out, "aic_log": float("nan"), "loo_log": float("nan")}
+    return {**out, "aic_log": log_aic(tau, log.predict(p), 2), "loo_log": leave_one_out_error(p, tau, log_law_fit)}
+
+
 def fittable(points: Mapping[float, np.ndarray]) -> bool:
     """Return whether at least two points hold a positive τ (what a two-parameter fit needs)."""
     return sum(bool((np.asarray(t) > 0).any()) for t in points.values()) >= 2
@@ -101,6 +142,10 @@ class Interval:
             return f"{level:.0%} interval over {self.n_boot} resamples"
         return (f"{level:.0%} interval over the {self.n_boot - self.failed} of {self.n_boot} resamples that "
                 f"could be fitted ({self.failed} failed; the interval is conditional on a fit)")
+
+    def summary(self, level: float = 0.95) -> str:
+        """Return the estimate with its interval and basis, e.g. "−0.94 [−1.05, −0.83] (95% interval over ...)"."""
+        return f"{self.estimate:.3g} [{self.low:.3g}, {self.high:.3g}] ({self.describe(level)})"
 
 
 @dataclass(frozen=True)
