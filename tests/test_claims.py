@@ -80,3 +80,26 @@ def test_authors_values_get_their_own_column(tmp_path):
     rows = claims_table({"claims": record}, "published (paper)", None)
     assert rows[0] == "| claim | paper | published (paper) | authors' code | target | verdict |"
     assert "0.981" in rows[3] and rows[2].count("|") == rows[3].count("|")
+
+
+def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
+    import nbformat
+
+    from corekit.publish import Run, results_page
+    folder = tmp_path / "results" / "02_demo"
+    folder.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Demo")]), folder / "02_demo.ipynb")
+    claims = Claims("02_demo", parameters={"p": 31})
+    claims.add("r2_authors", 0.95, target="≥ 0.9", passed=True)
+    claims.add("own", 1.0, target="reported")
+    (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
+    run = Run("02_demo", folder / "02_demo.ipynb", folder / "metrics.json", folder / "figures", True)
+    oracle_dir = tmp_path / "results" / "oracle"
+    assert "authors' code" not in results_page({"02_demo": run}, {}, {}, oracle_dir)
+    oracle_dir.mkdir()
+    (oracle_dir / "02.json").write_text(json.dumps({"p": 31, "seeds": [0], "claims": {"r2_authors": 0.949}}))
+    page = results_page({"02_demo": run}, {}, {}, oracle_dir)
+    assert "| claim | paper | published (cpu) | authors' code | target | verdict |" in page
+    assert "0.949" in page and "results/oracle/02.json" in page
+    (oracle_dir / "02.json").write_text(json.dumps({"p": 53, "seeds": [0], "claims": {"r2_authors": 0.949}}))
+    assert "0.949" not in results_page({"02_demo": run}, {}, {}, oracle_dir)         # another modulus: not shown

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from corekit import book
+from corekit import book, oracle
 from corekit.claims import format_value
 
 #: Folder of the published runs, under the book's root.
@@ -218,10 +218,12 @@ def cell(value: object) -> str:
     return MARKUP.sub(r"\\\g<0>", text)
 
 
-def claims_table(shown: dict, label: str, quick: dict | None) -> list[str]:
+def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | None = None) -> list[str]:
     """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
-    weights (where the chapter records it), quick run, target, verdict."""
-    authors = any("authors" in c for c in shown.get("claims", []))
+    weights (a claim's own ``authors`` value, else ``oracle`` {claim id: value} from ``results/oracle/``), quick
+    run, target, verdict."""
+    oracle = oracle or {}
+    authors = any("authors" in c or c["id"] in oracle for c in shown.get("claims", []))
     header = (["claim", "paper", label] + (["authors' code"] if authors else []) + (["quick run"] if quick else [])
               + ["target", "verdict"])
     quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
@@ -229,12 +231,26 @@ def claims_table(shown: dict, label: str, quick: dict | None) -> list[str]:
     for claim in shown.get("claims", []):
         values = [f"`{claim['id']}`", cell(claim.get("paper")), cell(claim.get("measured"))]
         if authors:
-            values.append(cell(claim.get("authors")))
+            values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
         if quick:
             values.append(cell(quick_values.get(claim["id"], "not measured")))
         values += [cell(claim.get("target", "")), VERDICTS.get(claim.get("pass"), "?")]
         rows.append("| " + " | ".join(values) + " |")
     return rows
+
+
+def oracle_claims(run: Run, folder: Path | None) -> dict:
+    """Return {claim id: the authors' value} from the chapter's record in ``folder`` (results/oracle/), if made for
+    this run's modulus."""
+    if folder is None:
+        return {}
+    try:
+        record = oracle.load(run.name[:2], folder)
+    except ValueError:
+        return {}
+    if not record or record.get("p") not in (None, run.metrics.get("parameters", {}).get("p")):
+        return {}
+    return dict(record.get("claims") or {})
 
 
 def title(run: Run) -> str:
@@ -249,8 +265,10 @@ def title(run: Run) -> str:
     return run.name
 
 
-def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str, str]) -> str:
-    """Return the MyST markdown of the results page; ``gallery`` maps chapters to their staged key figure."""
+def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str, str],
+                 oracle_dir: Path | None = None) -> str:
+    """Return the MyST markdown of the results page; ``gallery`` maps chapters to their staged key figure and
+    ``oracle_dir`` holds the authors' records (results/oracle/)."""
     counts = {True: 0, False: 0, None: 0}
     for run in runs.values():
         for claim in run.metrics.get("claims", []):
@@ -272,7 +290,11 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str
         lines += [f"## {title(run)}", "",
                   f"{{doc}}`Chapter {name} <../notebooks/{name}>` · {origin}: {profile} profile, "
                   f"{env.get('device') or 'device not recorded'}, {duration(metrics.get('runtime_s'))}", ""]
-        lines += claims_table(metrics, label, quick.get(name) if run.published else None)
+        record = oracle_claims(run, oracle_dir)
+        lines += claims_table(metrics, label, quick.get(name) if run.published else None, record)
+        if record:
+            lines += ["", f"The authors' column of claims the run does not carry itself comes from "
+                      f"`results/oracle/{name[:2]}.json`: the authors' own code on this run's weights."]
         lines.append("")
     if gallery:
         lines += ["## Key figures", "", "The first figure of each chapter.", "",
@@ -297,7 +319,7 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
         if figures:
             shutil.copy2(figures[0], gallery_dir / f"{name}{figures[0].suffix}")
             gallery[name] = f"gallery/{name}{figures[0].suffix}"
-    (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, gallery))
+    (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, gallery, root / "results" / "oracle"))
 
 
 def quick_metrics(executed_dir: Path, names: list[str]) -> dict[str, dict]:

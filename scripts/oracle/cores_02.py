@@ -55,6 +55,34 @@ def authors_state(state: dict, m: int, config: dict) -> dict:
     return out
 
 
+def chapter_claims(rows: list[dict], S: int) -> dict:
+    """Return chapter 02's "_authors" claims computed from the authors' own numbers, as the chapter defines them.
+
+    Grokking: the first checkpoint where every weight-decay model (the first S) has test accuracy ≥ 0.99;
+    before: the first where all fit their training pairs (≥ 0.99), or the one before grokking if
+    that is not earlier; final: the last checkpoint. Growth: final / max(at grokking, 1), mean over seeds.
+    """
+    get = lambda i, key, models: [rows[i]["models"][m]["authors"][key] for m in models]  # noqa: E731
+    w, z = range(S), range(S, 2 * S)
+    grok = next((i for i in range(len(rows)) if min(get(i, "acc", w)) >= 0.99), None)
+    if grok is None:
+        return {}
+    memorised = next((i for i in range(len(rows)) if min(get(i, "train_acc", w)) >= 0.99), 0)
+    before, final = memorised if memorised < grok else max(0, grok - 1), len(rows) - 1
+    mean = lambda i, key: float(np.mean(get(i, key, w)))  # noqa: E731
+    growth = lambda key, models: float(np.mean([f / max(g, 1) for f, g in zip(get(final, key, models),  # noqa: E731
+                                                                            get(grok, key, models))]))
+    return {"grok_epoch": rows[grok]["epoch"],
+            "unit_circle_fraction_at_grok_authors": round(mean(grok, "circle"), 3),
+            "unit_circle_fraction_before_authors": round(mean(before, "circle"), 3),
+            "operator_r2_before_authors": round(mean(before, "r2"), 3),
+            "operator_r2_after_authors": round(min(mean(i, "r2") for i in range(grok, len(rows))), 3),
+            "necessary_rank_growth_authors": round(growth("necessary", w), 2),
+            "sufficient_rank_growth_authors": round(growth("sufficient", w), 2),
+            "modes_at_grok_authors": get(grok, "modes", w), "modes_final_authors": get(final, "modes", w),
+            "wd0_necessary_rank_growth_authors": round(growth("necessary", z), 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--authors-repo", required=True, type=Path, help="local clone of joshseth/cores")
@@ -69,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--checkpoints {args.checkpoints} does not exist: run chapter 02 with -p export_checkpoints PATH")
     sys.path.insert(0, str(repo / "src"))
     from cores import modular_addition_analysis as analysis  # noqa: PLC0415  (the authors' code, from their clone)
-    from cores.models import ModAddDataset, TwoLayerTransformer  # noqa: PLC0415
+    from cores.models import ModAddDataset, TwoLayerTransformer, eval_accuracy  # noqa: PLC0415
     from torch.utils.data import DataLoader  # noqa: PLC0415
 
     from corekit import ace  # noqa: PLC0415
@@ -85,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the checkpoints must use the authors' split (split numpy, data_seed 42, train_frac 0.5)")
     analysis.TwoLayerTransformer = functools.partial(TwoLayerTransformer, d_ff=config["d_mlp"], n_head=config["n_heads"])
     test_loader = DataLoader(ModAddDataset(p=p, train=False), batch_size=512, shuffle=False)
+    train_loader = DataLoader(ModAddDataset(p=p, train=True), batch_size=512, shuffle=False)
     task = modular_addition(p, 0.5, 42, split="numpy")
     ours_test = torch.stack([task.a[task.test_idx], task.b[task.test_idx]], 1)
     if not torch.equal(test_loader.dataset.data[:, :2], ours_test):
@@ -120,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                 theirs = {"energy": None, "necessary": int(out["r_nec"]), "necessary_strict": int(out["r_nec_strict"]),
                           "sufficient": int(out["r_suf"]), "sufficient_strict": int(out["r_suf_strict"]),
                           "r2": float(out["r2"]), "circle": float(out["frac_near"]),
-                          "modes": int(np.asarray(out["present"]).sum()), "acc": float(out["acc"]), "k": int(out["k"])}
+                          "modes": int(np.asarray(out["present"]).sum()), "acc": float(out["acc"]), "k": int(out["k"]),
+                          "train_acc": float(eval_accuracy(theirs_model, train_loader, torch.device("cpu"),
+                                                           last_token=True))}
                 mine = {k: (float(ours[k][m]) if k in ("r2", "circle") else int(ours[k][m])) for k in KEYS}
                 theirs["energy"] = None
                 diffs = {k: abs(mine[k] - theirs[k]) for k in KEYS if theirs[k] is not None}
@@ -135,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"modes {r['authors']['modes']}/{r['corekit_authors_analysis']['modes']}"
                 for m, r in enumerate(row["models"])), flush=True)
     record["runtime_s"] = round(time.perf_counter() - t0, 1)
+    record["claims"] = chapter_claims(record["checkpoints"], model.n_models // 2)
     record["max_abs_diff"] = worst
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
