@@ -52,12 +52,21 @@ def log_law(p, omega_scale: float, p_c: float) -> np.ndarray:
 
 
 def log_law_fit(p, tau) -> Fit:
-    """Return the least-squares fit of τ = −Ω·log(1 − p_c/p) (params Omega, p_c with 0 < p_c < min p; R² in τ space)."""
+    """Return the least-squares fit of τ = −Ω·log(1 − p_c/p) (params Omega, p_c with 0 < p_c < min p; R² in τ space).
+
+    The fit runs in (A = Ω·p_c, p_c), so that data without a p_c (a pure 1/p law, A/p) converge to
+    p_c at its lower bound instead of sending Ω to infinity.
+    """
     p, tau = _check_xy(p, tau)
+
+    def law(v, a, p_c):
+        return log_law(v, a / p_c, p_c)
+
     guess_pc = 0.5 * p.min()
-    guess_omega = float(np.median(tau / -np.log1p(-guess_pc / p)))
-    (omega, p_c), _ = curve_fit(log_law, p, tau, p0=(guess_omega, guess_pc),
-                                bounds=([0.0, 1e-9], [np.inf, p.min() * (1 - 1e-9)]), maxfev=20_000)
+    guess_a = float(np.median(tau / -np.log1p(-guess_pc / p))) * guess_pc
+    (a, p_c), _ = curve_fit(law, p, tau, p0=(guess_a, guess_pc),
+                            bounds=([0.0, 1e-9], [np.inf, p.min() * (1 - 1e-9)]), maxfev=20_000)
+    omega = a / p_c
     return Fit({"Omega": float(omega), "p_c": float(p_c)}, _r2(tau, log_law(p, omega, p_c)),
                lambda v: log_law(v, omega, p_c))
 
