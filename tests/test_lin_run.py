@@ -59,7 +59,7 @@ def test_python_split_is_random_shuffle_of_the_pairs():
     assert [(int(task.a[i]), int(task.b[i])) for i in task.train_idx] == pairs[:int(0.5 * P * P)]
     assert sorted(task.train_idx.tolist() + task.test_idx.tolist()) == list(range(P * P))
     with pytest.raises(ValueError, match="split must be one of"):
-        modular_addition(P, 0.5, 0, split="numpy")
+        modular_addition(P, 0.5, 0, split="sklearn")
 
 
 def test_lin_init_and_loaded_weights_give_the_reference_model():
