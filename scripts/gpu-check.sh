@@ -119,7 +119,7 @@ if ((dry)); then
     step 05_paper 300 "${run[@]}" 05_entk_mlp_modular "${runs[@]}" -p p 5 -p width 16 -p epochs 10 \
         -p n_log_snapshots 2 -p n_dense_snapshots 2 -p top_k 25 -p eval_every 5
     step 06_paper 300 "${run[@]}" 06_entk_transformer_modular "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 \
-        -p epochs 10 -p n_log_snapshots 2 -p n_dense_snapshots 2 -p eval_every_epochs 5 -p top_k 8 -p smooth_window 1
+        -p epochs 10 -p log_every_epochs 5 -p dynamics_every_epochs 5 -p top_k 8 -p extra_seeds '[]'
     step 02_slice 300 "${run[@]}" 02_grokking_cores "${runs[@]}" -p p 5 -p d_model 16 -p d_mlp 32 -p epochs 20 \
         -p fork_epoch 5 -p checkpoint_every 5 -p dense_until 10 -p checkpoint_every_after 10 -p seeds '[0]'
     step B2 300 "$PY" benchmarks/b2_tau_sweep.py --threads 1 --profile quick -p p_values '[5, 7]' \
