@@ -374,7 +374,7 @@ print(f"max |cos| of weights: trained {np.abs(metrics.off_diagonal(weight_cos)).
 
 # %% tags=["hide-input"]
 labels = [f"seed {s}" for s in seeds]
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), layout="constrained")
 plots.heatmap(axes[0], np.abs(weight_cos), labels, "|cos| of weights (paper chain)")
 plots.heatmap(axes[1], compared["paper"]["overlap"], labels, "core projector overlap")
 plots.heatmap(axes[2], compared["paper"]["cca_min"], labels, "min top-r canonical correlation")

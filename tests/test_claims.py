@@ -25,6 +25,19 @@ def test_metrics_file_schema_and_values(tmp_path, monkeypatch):
     assert all(set(c) == {"id", "paper", "measured", "target", "pass"} for c in data["claims"])
 
 
+def test_why_is_kept_for_a_failing_claim_only_and_shown(tmp_path):
+    claims = Claims("nb", parameters={})
+    claims.add("fails", 1.0, target="= 2", passed=False, why="the fit rank reached p - 1")
+    claims.add("passes", 2.0, target="= 2", passed=True, why="not a failure")
+    claims.add("reported", 3.0, target="reported", why="not tested")
+    records = json.loads(claims.write(tmp_path / "m.json").read_text())["claims"]
+    assert [r.get("why") for r in records] == ["the fit rank reached p - 1", None, None]
+    assert "why it fails: the fit rank reached p - 1" in claims.table()._repr_html_()
+    assert "(why it fails: the fit rank reached p - 1) | FAIL |" in claims.table()._repr_markdown_()
+    with pytest.raises(ValueError, match="why for claim 'empty'"):
+        claims.add("empty", 0.0, target="= 1", passed=False, why=" ")
+
+
 def test_table_shows_failures_and_rejects_duplicate_ids():
     claims = Claims("nb", parameters={})
     claims.add("x", 1.0, target="= 2", passed=False, paper=2)
@@ -103,3 +116,16 @@ def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     assert "0.949" in page and "results/oracle/02.json" in page
     (oracle_dir / "02.json").write_text(json.dumps({"p": 53, "seeds": [0], "claims": {"r2_authors": 0.949}}))
     assert "0.949" not in results_page({"02_demo": run}, {}, {}, oracle_dir)         # another modulus: not shown
+
+
+def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, monkeypatch):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "99_demo.py").write_text(NOTEBOOK_WITH_PARAMETERS.replace(
+        "scale = 2.0  # a float", "scale = 2.0  # range: (0, inf); a float"))
+    monkeypatch.delenv("COREKIT_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path / "notebooks")
+    with pytest.raises(ValueError, match=r"99_demo: parameter 'scale': expected a number > 0, got -0.05"):
+        Claims("99_demo", namespace={"scale": -0.05, "names": ["c"]})            # as papermill injects it
+    with pytest.raises(ValueError, match=r"parameter 'names': expected a list of strings, got \[1\]"):
+        Claims("99_demo", namespace={"scale": 1.0, "names": [1]})
+    assert Claims("99_demo", namespace={"scale": 0.5, "names": []}).parameters == {"scale": 0.5, "names": []}

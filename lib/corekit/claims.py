@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corekit import runinfo
+from corekit import paramspec, runinfo
 from corekit.parameters import declared
 
 #: Environment variable naming the metrics file; ``corekit run`` sets it for the executed notebook.
@@ -84,12 +84,15 @@ class Claim:
     passed: bool | None
     paper: Any = None
     authors: Any = None
+    why: str | None = None
 
     def as_dict(self) -> dict:
         """Return the claim as the metrics-file record."""
         record = {"id": self.id, "paper": to_jsonable(self.paper), "measured": to_jsonable(self.measured),
                   "target": self.target, "pass": self.passed}
-        return record if self.authors is None else {**record, "authors": to_jsonable(self.authors)}
+        if self.authors is not None:
+            record["authors"] = to_jsonable(self.authors)
+        return record if self.why is None else {**record, "why": self.why}
 
 
 #: Column headings of the claims table.
@@ -116,7 +119,8 @@ class ClaimsTable:
         rows = "".join(
             f"<tr><td><code>{html.escape(c.id)}</code></td>"
             + "".join(f"<td>{html.escape(format_value(to_jsonable(getattr(c, k))))}</td>" for k in cols)
-            + f"<td>{html.escape(c.target)}</td>"
+            + f"<td>{html.escape(c.target)}"
+            + (f"<br><em>why it fails: {html.escape(c.why)}</em>" if c.why else "") + "</td>"
             f"<td style='color:{colours[c.passed]};font-weight:bold'>{self._verdict(c.passed)}</td></tr>"
             for c in self.claims)
         heads = "".join(f"<th>{HEADINGS[k]}</th>" for k in cols)
@@ -128,7 +132,8 @@ class ClaimsTable:
         lines = ["| claim | " + " | ".join(HEADINGS[k] for k in cols) + " | target | verdict |",
                  "|---|" + "---|" * len(cols) + "---|---|"]
         lines += [f"| `{c.id}` | " + " | ".join(format_value(to_jsonable(getattr(c, k))) for k in cols)
-                  + f" | {c.target} | {self._verdict(c.passed)} |" for c in self.claims]
+                  + f" | {c.target}" + (f" (why it fails: {c.why})" if c.why else "")
+                  + f" | {self._verdict(c.passed)} |" for c in self.claims]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -142,6 +147,20 @@ def captured_parameters(notebook: str, namespace: dict) -> dict:
     if missing:
         raise ValueError(f"{notebook} declares the parameters {missing} but they are not defined in the namespace")
     return {n: namespace[n] for n in names}
+
+
+def check_parameters(notebook: str, values: dict) -> None:
+    """Raise ValueError naming the first parameter whose value its declaration in the parameters cell does not accept.
+
+    ``corekit run`` checks the same rules before a kernel starts; this repeats them inside the notebook, so
+    that papermill or Jupyter runs get the same one-line error instead of a run on a bad value.
+    """
+    for name, parameter in declared(notebook).items():
+        rule = paramspec.accepts(parameter.default, parameter.help)
+        try:
+            paramspec.check(values[name], rule, Path.cwd())
+        except ValueError as error:
+            raise ValueError(f"{notebook}: parameter {name!r}: {error}") from None
 
 
 class Claims:
@@ -159,18 +178,23 @@ class Claims:
         if parameters is None:
             caller = inspect.currentframe().f_back
             parameters = captured_parameters(notebook, namespace if namespace is not None else caller.f_globals)
+            check_parameters(notebook, parameters)
         self.parameters = to_jsonable({**parameters, **(resolved or {})})
         self.claims: list[Claim] = []
         self._start = time.perf_counter()
 
     def add(self, id: str, measured: Any, *, target: str, passed: bool | None = None, paper: Any = None,
-            authors: Any = None) -> Claim:
+            authors: Any = None, why: str | None = None) -> Claim:
         """Return the recorded claim ``id``; ``passed=None`` marks a figure that is reported only, ``authors`` the
-        authors' code's value on the same weights or settings."""
+        authors' code's value on the same weights or settings, ``why`` one line on what a failure means (what was
+        tried, what it gave), kept only when the claim fails."""
+        if why is not None and (not isinstance(why, str) or not why.strip()):
+            raise ValueError(f"why for claim {id!r} must be a non-empty string, got {why!r}")
         if any(c.id == id for c in self.claims):
             raise ValueError(f"claim id {id!r} is recorded twice in {self.notebook}")
         claim = Claim(id=id, measured=measured, target=target,
-                      passed=None if passed is None else bool(passed), paper=paper, authors=authors)
+                      passed=None if passed is None else bool(passed), paper=paper, authors=authors,
+                      why=why if passed is not None and not passed else None)
         self.claims.append(claim)
         return claim
 

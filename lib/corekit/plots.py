@@ -21,7 +21,7 @@ STYLE = {
     "savefig.facecolor": "white",
     "savefig.transparent": False,
     "savefig.bbox": "tight",
-    "figure.dpi": 100,
+    "figure.dpi": 150,
     "savefig.dpi": 150,
     "figure.figsize": (6.0, 3.6),
     "axes.grid": True,

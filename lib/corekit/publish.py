@@ -234,7 +234,8 @@ def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | Non
             values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
         if quick:
             values.append(cell(quick_values.get(claim["id"], "not measured")))
-        values += [cell(claim.get("target", "")), VERDICTS.get(claim.get("pass"), "?")]
+        target = cell(claim.get("target", "")) + (f" *Why it fails:* {cell(claim['why'])}" if claim.get("why") else "")
+        values += [target, VERDICTS.get(claim.get("pass"), "?")]
         rows.append("| " + " | ".join(values) + " |")
     return rows
 

@@ -208,7 +208,7 @@ def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, d
             tok = AutoTokenizer.from_pretrained(cached, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(cached, attn_implementation="eager", dtype=torch.float32,
                                                          local_files_only=True)
-            return model, tok, f"{offline.distribution} (converted copy in {cached})"
+            return model, tok, f"{offline.distribution} (converted copy {cached.name} in the corekit cache)"
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager",
                                                      dtype=torch.float32, local_files_only=True)

@@ -116,7 +116,7 @@ def build_corpus(lm, path: str | Path = CORPUS, samples_per_opening: int = 2, ma
     """
     if samples_per_opening < 1 or max_new_tokens < 1 or batch_size < 1:
         raise ValueError("samples_per_opening, max_new_tokens and batch_size must be positive integers")
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
     tok = lm.tokenizer
     prompts = [o for o in OPENINGS for _ in range(samples_per_opening)]
     side = tok.padding_side
@@ -326,7 +326,7 @@ def select(lm, pool: Sequence[Context], nlp, n_per_class: int, layers: Sequence[
     (then it keeps fewer: see ``kept``). Every candidate tried runs through the model once, which
     also reads its residual stream at ``layers``.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
     if not isinstance(n_per_class, int) or n_per_class < 1:
         raise ValueError(f"n_per_class must be a positive integer, got {n_per_class!r}")
     if not isinstance(continuation, int) or continuation < 1:
