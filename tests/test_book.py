@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import sys
-import time
 import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from browser import CHROMIUM, MISSING, chromium, serve
 from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
 from corekit import book as bookfiles
@@ -25,10 +23,8 @@ from corekit import book as bookfiles
 pytestmark = pytest.mark.book
 
 CHAPTER = "01_markov_cores"  # the chapter checked in depth and opened in a browser
-CHROMIUM = Path("/usr/bin/chromium")
 EXECUTE_TIMEOUT_S = 3600
 BUILD_TIMEOUT_S = 1800
-BROWSER_TIMEOUT_S = 120
 CLAIM_KEYS = {"id", "paper", "measured", "target", "pass"}
 
 
@@ -169,45 +165,15 @@ def test_internal_links_resolve(book):
     assert not broken, "broken internal links:\n" + "\n".join(broken)
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def served(book):
-    """Base URL of the built HTML served by `python -m http.server` on 127.0.0.1."""
+    """Base URL of the built HTML served on 127.0.0.1."""
     _, html = book
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                               "--directory", str(html)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            with socket.socket() as client:
-                if client.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline and server.poll() is None, "http.server did not start"
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with serve(html) as base:
+        yield base
 
 
-def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    """Return the finished headless Chromium run with ``args`` (no network beyond the page, no GPU)."""
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}"]
-    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True,
-                          timeout=BROWSER_TIMEOUT_S)
-
-
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (apt-get install chromium; "
-                                                  ".ci/run installs it)")
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=MISSING)
 def test_chapter_renders_in_chromium(served, executed, tmp_path):
     url = f"{served}/notebooks/{CHAPTER}.html"
     screenshot = tmp_path / f"{CHAPTER}.png"

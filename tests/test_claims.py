@@ -108,14 +108,14 @@ def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
     run = Run("02_demo", folder / "02_demo.ipynb", folder / "metrics.json", folder / "figures", True)
     oracle_dir = tmp_path / "results" / "oracle"
-    assert "authors' code" not in results_page({"02_demo": run}, {}, {}, oracle_dir)
+    assert "| authors' code |" not in results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
     oracle_dir.mkdir()
     (oracle_dir / "02.json").write_text(json.dumps({"p": 31, "seeds": [0], "claims": {"r2_authors": 0.949}}))
-    page = results_page({"02_demo": run}, {}, {}, oracle_dir)
-    assert "| claim | paper | published (cpu) | authors' code | target | verdict |" in page
+    page = results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
+    assert "| claim | paper | ours (cpu) | authors' code | target | verdict |" in page
     assert "0.949" in page and "results/oracle/02.json" in page
     (oracle_dir / "02.json").write_text(json.dumps({"p": 53, "seeds": [0], "claims": {"r2_authors": 0.949}}))
-    assert "0.949" not in results_page({"02_demo": run}, {}, {}, oracle_dir)         # another modulus: not shown
+    assert "0.949" not in results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)         # another modulus: not shown
 
 
 def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, monkeypatch):
@@ -129,3 +129,29 @@ def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, mon
     with pytest.raises(ValueError, match=r"parameter 'names': expected a list of strings, got \[1\]"):
         Claims("99_demo", namespace={"scale": 1.0, "names": [1]})
     assert Claims("99_demo", namespace={"scale": 0.5, "names": []}).parameters == {"scale": 0.5, "names": []}
+
+
+def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tmp_path):
+    import nbformat
+
+    from corekit.publish import Run, results_page, verdict_line
+    runs, long_target = {}, "a target that is much longer than any shortened value cell would keep, " * 3
+    for name, verdicts in (("01_all", [True, True]), ("02_some", [True, False, None]), ("03_none", [False, False])):
+        folder = tmp_path / name
+        folder.mkdir()
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {name}")]),
+                       folder / f"{name}.ipynb")
+        claims = Claims(name, parameters={})
+        for i, passed in enumerate(verdicts):
+            claims.add(f"c{i}", i, target=long_target, passed=passed, why="the fit rank reached p − 1")
+        (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
+        runs[name] = Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", True)
+    page = results_page(runs, {}, {})
+    assert "3 of 6 tested claims reproduce on the published runs (3 fail; 1 more figures" in page
+    rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
+    assert [r.split(" | ")[5:8] for r in rows] == [["2", "0", "0"], ["1", "1", "1"], ["0", "2", "0"]]
+    assert verdict_line(runs["01_all"].metrics) == "reproduces"
+    assert verdict_line(runs["02_some"].metrics) == "reproduces except `c1`"
+    assert verdict_line(runs["03_none"].metrics) == "does not reproduce: `c0`, `c1`"
+    assert page.count(long_target.strip()) == 7 and "…" not in page
+    assert page.count("*Why it fails:* the fit rank reached p − 1") == 3

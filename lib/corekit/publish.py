@@ -169,10 +169,13 @@ def record_markdown(nb: book.Notebook, run: Run) -> str:
     profile = metrics.get("profile", "?")
     kind = "Published run" if run.published else "Run"
     threads = env.get("threads")
+    source = metrics.get("source_hash")
     lines = [":::{admonition} " + kind, ":class: corekit-run note",
              f"**profile** {profile} · **device** {env.get('device') or 'not recorded'} · "
              f"**threads** {threads if threads is not None else 'not recorded'} · "
-             f"**runtime** {duration(metrics.get('runtime_s'))} · **commit** {commit_text} · **date** {date}",
+             f"**torch** {env.get('torch') or 'not recorded'} · "
+             f"**runtime** {duration(metrics.get('runtime_s'))} · **commit** {commit_text} · "
+             f"**source hash** {f'`{source[:12]}`' if source else 'not recorded'} · **date** {date}",
              ":::"]
     if not run.published:
         lines += ["", ":::{note}", f"This page shows a {profile}-profile run made for this build, not a published "
@@ -209,19 +212,19 @@ def inject_record(staged: Path, markdown: str) -> None:
 # The results page
 
 
-def cell(value: object) -> str:
-    """Return ``value`` rendered as literal text for a markdown table cell (shortened, markup escaped)."""
+def cell(value: object, width: int | None = VALUE_WIDTH) -> str:
+    """Return ``value`` rendered as literal text for a markdown table cell (shortened to ``width``, markup escaped)."""
     text = value if isinstance(value, str) else format_value(value)
     text = " ".join(str(text).split())
-    if len(text) > VALUE_WIDTH:
-        text = text[: VALUE_WIDTH - 1] + "…"
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
     return MARKUP.sub(r"\\\g<0>", text)
 
 
 def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | None = None) -> list[str]:
     """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
     weights (a claim's own ``authors`` value, else ``oracle`` {claim id: value} from ``results/oracle/``), quick
-    run, target, verdict."""
+    run, target in full with the notebook's reason for a failure, verdict."""
     oracle = oracle or {}
     authors = any("authors" in c or c["id"] in oracle for c in shown.get("claims", []))
     header = (["claim", "paper", label] + (["authors' code"] if authors else []) + (["quick run"] if quick else [])
@@ -234,7 +237,9 @@ def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | Non
             values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
         if quick:
             values.append(cell(quick_values.get(claim["id"], "not measured")))
-        target = cell(claim.get("target", "")) + (f" *Why it fails:* {cell(claim['why'])}" if claim.get("why") else "")
+        target = cell(claim.get("target", ""), None)
+        if claim.get("why"):
+            target += f" *Why it fails:* {cell(claim['why'], None)}"
         values += [target, VERDICTS.get(claim.get("pass"), "?")]
         rows.append("| " + " | ".join(values) + " |")
     return rows
@@ -266,61 +271,175 @@ def title(run: Run) -> str:
     return run.name
 
 
-def results_page(runs: dict[str, Run], quick: dict[str, dict], gallery: dict[str, str],
-                 oracle_dir: Path | None = None) -> str:
-    """Return the MyST markdown of the results page; ``gallery`` maps chapters to their staged key figure and
-    ``oracle_dir`` holds the authors' records (results/oracle/)."""
-    counts = {True: 0, False: 0, None: 0}
-    for run in runs.values():
-        for claim in run.metrics.get("claims", []):
-            counts[claim.get("pass")] = counts.get(claim.get("pass"), 0) + 1
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["# Results at a glance", "",
-             "Every headline claim of every chapter, with the paper's value, the value the chapter's run "
-             "measured, the target it is tested against and the verdict; each chapter's page shows how "
-             "its run was made. This page is generated from the runs' metrics files when the book is "
-             f"built ({stamp}).", "",
-             f"**{counts[True]} pass · {counts[False]} fail · {counts[None]} reported** "
-             f"over {len(runs)} chapters.", ""]
+#: The figure that shows each chapter's paper effect (file stem, caption), shown on the results page; a chapter
+#: not listed shows its first figure.
+HEADLINE_FIGURES = {
+    "01_markov_cores": ("operator_eigenvalues", "Eigenvalues of the operator fitted on each model's core against "
+                        "the chain's own (crosses: untrained control)."),
+    "02_grokking_cores": ("operator_eigenvalues", "Eigenvalues of the shift operator fitted on the core, before, at "
+                          "and after grokking, under the authors' analysis (top) and corekit's (bottom)."),
+    "03_grokking_scaling_law": ("tau_fits", "Grokking time against weight decay and modulus, with the fitted laws."),
+    "04_llm_agreement_axis": ("core_auroc_by_layer", "How well the 1-D agreement core separates singular from plural "
+                              "at each layer, against the model's own margin."),
+    "05_entk_mlp_modular": ("eigenvector_features", "Leading eNTK eigenvectors of the MLP against the Fourier "
+                            "features of the inputs and of their sum."),
+    "06_entk_transformer_modular": ("eigenvector_features", "Per-layer eNTK eigenvector blocks of the transformer "
+                                    "against the Fourier feature families."),
+    "07_entk_gemma_grammar": ("auroc_by_label", "How well each leading eNTK eigenvector separates each word class, "
+                              "against the null."),
+}
+#: Bar colours of the tally figure: pass, fail, reported.
+TALLY_COLOURS = ("#1a7f37", "#cf222e", "#8c959f")
+
+
+def tally(metrics: dict) -> dict[str, int]:
+    """Return {"pass", "fail", "reported": number of the run's claims with that verdict}."""
+    verdicts = [c.get("pass") for c in metrics.get("claims", [])]
+    return {"pass": verdicts.count(True), "fail": verdicts.count(False), "reported": verdicts.count(None)}
+
+
+def verdict_line(metrics: dict, shown: int = 3) -> str:
+    """Return the chapter's one-line verdict: "reproduces", "reproduces except …" or "does not reproduce: …"."""
+    counts = tally(metrics)
+    failing = [c["id"] for c in metrics.get("claims", []) if c.get("pass") is False]
+    named = ", ".join(f"`{i}`" for i in failing[:shown]) + (f" and {len(failing) - shown} more"
+                                                            if len(failing) > shown else "")
+    if not counts["pass"] and not failing:
+        return "reported only (no tested claim)"
+    if not failing:
+        return "reproduces"
+    return f"reproduces except {named}" if counts["pass"] else f"does not reproduce: {named}"
+
+
+def front_tally(runs: dict[str, Run]) -> str:
+    """Return the front page's sentence: how many tested claims the shown runs reproduce."""
+    counts = {k: sum(tally(run.metrics)[k] for run in runs.values()) for k in ("pass", "fail", "reported")}
+    kind = "published runs" if all(run.published for run in runs.values()) else "runs this book shows"
+    return (f"{counts['pass']} of {counts['pass'] + counts['fail']} tested claims reproduce on the {kind} "
+            f"({counts['fail']} fail; {counts['reported']} more figures are reported, not tested).")
+
+
+def tally_figure(runs: dict[str, Run], path: Path) -> Path:
+    """Return ``path`` after saving the stacked bars of pass / fail / reported claims per chapter."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(runs)
+    counts = [tally(runs[n].metrics) for n in names]
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(names) + 1.0), layout="constrained")
+    left = [0] * len(names)
+    for key, colour in zip(("pass", "fail", "reported"), TALLY_COLOURS):
+        widths = [c[key] for c in counts]
+        ax.barh(names, widths, left=left, color=colour, label=key)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.invert_yaxis()
+    ax.set_xlabel("claims")
+    ax.legend(ncol=3, loc="lower right", fontsize=8)
+    fig.savefig(path, dpi=150, facecolor="white")
+    plt.close(fig)
+    return path
+
+
+def overview_table(runs: dict[str, Run]) -> list[str]:
+    """Return the markdown rows of the per-chapter overview: run record, counts and verdict."""
+    rows = ["| chapter | profile | runtime | commit | pass | fail | reported | verdict |",
+            "|---|---|---|---|---|---|---|---|"]
     for name, run in runs.items():
         metrics = run.metrics
         env = metrics.get("environment") or {}
+        commit = (env.get("commit") or "")[:7] or "not recorded"
+        commit += " (dirty)" if env.get("dirty") else ""
+        counts = tally(metrics)
+        rows.append(f"| {{doc}}`{name[:2]} <../notebooks/{name}>` | {metrics.get('profile', '?')} | "
+                    f"{duration(metrics.get('runtime_s'))} | "
+                    f"`{commit}` | {counts['pass']} | {counts['fail']} | {counts['reported']} | "
+                    f"{verdict_line(metrics)} |")
+    return rows
+
+
+def headline_figure(run: Run) -> tuple[Path, str] | None:
+    """Return (file, caption) of the chapter's headline figure on the results page, or None without figures."""
+    figures = run.figure_files()
+    if not figures:
+        return None
+    stem, caption = HEADLINE_FIGURES.get(run.name, (None, None))
+    chosen = next((p for p in figures if p.stem == stem), None)
+    return (chosen, caption) if chosen is not None else (figures[0], "The chapter's first figure.")
+
+
+def table_box(rows: list[str]) -> list[str]:
+    """Return ``rows`` (a markdown table) inside a box that scrolls sideways on a narrow screen."""
+    return ["::::{div} corekit-table-box", "", *rows, "", "::::"]
+
+
+def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str, tuple[str, str]],
+                 tally_image: str | None = None, oracle_dir: Path | None = None) -> str:
+    """Return the MyST markdown of the results page, a reproduction report: the tally, one row per chapter, then
+    each chapter's headline figure (``figures``: name -> (staged image, caption)) and claims; ``oracle_dir`` holds
+    the authors' records (results/oracle/)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["# What reproduces", "",
+             f"**{front_tally(runs)}** Each row is one chapter's run (its page shows how the run was made); "
+             "the sections below give every claim with the paper's value, ours, the authors' code on the same "
+             f"weights where it was run, the target and the verdict. Generated from the metrics files ({stamp}).",
+             ""]
+    if tally_image:
+        lines += [f":::{{figure}} {tally_image}", ":alt: claims per chapter", ":width: 100%", "",
+                  "Claims per chapter: pass (green), fail (red), reported without a test (grey).", ":::", ""]
+    lines += table_box(overview_table(runs)) + [""]
+    for name, run in runs.items():
+        metrics = run.metrics
         profile = metrics.get("profile", "?")
-        origin = "published run" if run.published else "run made for this build (not published)"
-        label = f"published ({profile})" if run.published else f"{profile} run"
-        lines += [f"## {title(run)}", "",
-                  f"{{doc}}`Chapter {name} <../notebooks/{name}>` · {origin}: {profile} profile, "
-                  f"{env.get('device') or 'device not recorded'}, {duration(metrics.get('runtime_s'))}", ""]
+        label = f"ours ({profile})" if run.published else f"{profile} run (not published)"
+        env = metrics.get("environment") or {}
+        lines += [f"## {title(run)}", "", f"{{doc}}`Chapter {name[:2]} <../notebooks/{name}>`: "
+                  f"{verdict_line(metrics)}. Its run: {profile} profile on {env.get('device') or 'a device not recorded'}"
+                  f" ({env.get('threads') or '?'} threads), {duration(metrics.get('runtime_s'))}.", ""]
+        if name in figures:
+            image, caption = figures[name]
+            lines += [f":::{{figure}} {image}", f":alt: {name} headline figure", ":width: 100%", "", caption, ":::",
+                      ""]
         record = oracle_claims(run, oracle_dir)
-        lines += claims_table(metrics, label, quick.get(name) if run.published else None, record)
+        lines += table_box(claims_table(metrics, label, quick.get(name) if run.published else None, record))
         if record:
             lines += ["", f"The authors' column of claims the run does not carry itself comes from "
                       f"`results/oracle/{name[:2]}.json`: the authors' own code on this run's weights."]
         lines.append("")
-    if gallery:
-        lines += ["## Key figures", "", "The first figure of each chapter.", "",
-                  "::::{container} corekit-gallery"]
-        for name, image in gallery.items():
-            lines += [f":::{{figure}} {image}", f":alt: {name}", "", f"{{doc}}`../notebooks/{name}`", ":::"]
-        lines += ["::::", ""]
     return "\n".join(lines)
 
 
 def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dict]) -> None:
-    """Open each staged chapter with its run record and write the results page (if ``_toc.yml`` lists it)."""
+    """Open each staged chapter with its run record, write the results page (if ``_toc.yml`` lists it) and set the
+    front page's tally (the ``claims_tally`` substitution)."""
     for name, run in runs.items():
         inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(book.Notebook(root, name), run))
+    set_substitution(stage, "claims_tally", front_tally(runs))
     if RESULTS_PAGE not in book.toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
     gallery_dir.mkdir(parents=True, exist_ok=True)
-    gallery = {}
+    figures = {}
     for name, run in runs.items():
-        figures = run.figure_files()
-        if figures:
-            shutil.copy2(figures[0], gallery_dir / f"{name}{figures[0].suffix}")
-            gallery[name] = f"gallery/{name}{figures[0].suffix}"
-    (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, gallery, root / "results" / "oracle"))
+        chosen = headline_figure(run)
+        if chosen:
+            shutil.copy2(chosen[0], gallery_dir / f"{name}{chosen[0].suffix}")
+            figures[name] = (f"gallery/{name}{chosen[0].suffix}", chosen[1])
+    tally_image = tally_figure(runs, gallery_dir / "tally.png") if runs else None
+    (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, figures, tally_image and "gallery/tally.png",
+                                                           root / "results" / "oracle"))
+
+
+def set_substitution(stage: Path, key: str, text: str) -> None:
+    """Set the MyST substitution ``key`` to ``text`` in the staged ``_config.yml``."""
+    import yaml
+
+    config_path = stage / "_config.yml"
+    config = yaml.safe_load(config_path.read_text())
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx.setdefault("myst_substitutions", {})[key] = text
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 
 def quick_metrics(executed_dir: Path, names: list[str]) -> dict[str, dict]:
@@ -348,6 +467,10 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
             runs[name] = run
         else:
             missing.append(name)
+    dirty = [name for name, run in runs.items() if run.published and (run.metrics.get("environment") or {}).get("dirty")]
+    if dirty:
+        raise book.CorekitError(f"the published run of {', '.join(dirty)} was made from a tree with uncommitted "
+                               f"changes: re-run it from a clean commit (`corekit run NAME --profile P --publish`)")
     if missing:
         how = " or pass --fallback-quick to show their executed quick runs" if fallback is None else \
             f" (no executed quick run in {fallback} either: corekit run NAME --out {fallback})"

@@ -1,0 +1,89 @@
+"""Headless Chromium for the book tests: serve a built site on 127.0.0.1, screenshot pages, measure tables."""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_TIMEOUT_S = 120
+MISSING = "/usr/bin/chromium is not installed (apt-get install chromium; .ci/run installs it)"
+
+#: A same-origin page that loads ``?page=URL`` in an iframe of ``&width=W`` px and writes, into its own DOM, the
+#: tables wider than their box or the screen, each marked with whether a sideways-scrolling box holds it.
+PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
+<script>
+const q = new URLSearchParams(location.search);
+const frame = document.createElement("iframe");
+frame.style.width = q.get("width") + "px"; frame.style.height = "900px"; frame.style.border = "0";
+frame.src = q.get("page");
+frame.onload = () => setTimeout(() => {
+  const doc = frame.contentDocument, win = frame.contentWindow;
+  const scrolls = (el) => { for (; el && el !== doc.body; el = el.parentElement) {
+      const o = win.getComputedStyle(el).overflowX; if (o === "auto" || o === "scroll") return true; }
+    return false; };
+  const cut = [];
+  doc.querySelectorAll("table").forEach((t, i) => {
+    const right = t.getBoundingClientRect().right, parent = t.parentElement.getBoundingClientRect().right;
+    const wide = t.scrollWidth > t.clientWidth + 1 || right > parent + 1 || right > doc.documentElement.clientWidth + 1;
+    if (wide) cut.push({table: i, cls: t.className, right: Math.round(right), in_scroll_box: scrolls(t)});
+  });
+  document.getElementById("result").textContent = "RESULT" + JSON.stringify(
+    {tables: doc.querySelectorAll("table").length, cut: cut, page_width: doc.documentElement.scrollWidth});
+}, 1500);
+document.body.appendChild(frame);
+</script></body></html>
+"""
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(html: Path) -> Iterator[str]:
+    """Yield the base URL of ``html`` served by `python -m http.server` on 127.0.0.1 (stopped on exit)."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                               "--directory", str(html)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline and server.poll() is None, "http.server did not start"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
+    """Return the finished headless Chromium run with ``args`` (no network beyond the page, no GPU)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}"]
+    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True,
+                          timeout=BROWSER_TIMEOUT_S)
+
+
+def cut_tables(html: Path, base: str, page: str, width: int, profile: Path) -> dict:
+    """Return {"tables", "cut": the tables too wide for their box, "page_width"} for ``page`` shown ``width`` px wide."""
+    (html / "_table_probe.html").write_text(PROBE)
+    url = f"{base}/_table_probe.html?page=/{page}&width={width}"
+    dom = chromium("--virtual-time-budget=10000", f"--window-size={width + 40},1000", "--dump-dom", url,
+                   profile=profile).stdout
+    found = re.search(r"RESULT(\{.*?\})</pre>", dom)
+    assert found, f"the table probe did not finish on {page} at {width} px:\n{dom[-1500:]}"
+    return json.loads(found.group(1).replace("&quot;", '"'))

@@ -1,0 +1,100 @@
+"""The published edition of this repository, built from results/ alone: it builds, its numbers are the metrics
+files', it shows no noise, and its tables fit a laptop and a phone (headless Chromium)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from html import unescape
+from pathlib import Path
+
+import pytest
+from browser import CHROMIUM, MISSING, chromium, cut_tables, serve
+from tinyrepo import REPO, corekit
+
+from corekit import book as bookfiles
+from corekit import publish
+
+pytestmark = [pytest.mark.book,
+              pytest.mark.skipif(not list((REPO / "results").glob("*/metrics.json")), reason="no published run")]
+BUILD_TIMEOUT_S = 600
+SCREENS = {"laptop": 1366, "phone": 390}
+CHECKED_PAGES = ["book/results.html", "notebooks/07_entk_gemma_grammar.html"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The HTML folder of `corekit book --published` on this repository."""
+    out = tmp_path_factory.mktemp("site")
+    done = corekit("book", "--published", "--out", str(out), root=REPO, timeout=BUILD_TIMEOUT_S)
+    assert done.returncode == 0, f"corekit book --published failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "executing" not in done.stdout, "book --published executed a notebook"
+    assert "WARNING" not in done.stdout + done.stderr, "the build printed warnings"
+    return out / "_build" / "html"
+
+
+def text_of(path: Path) -> str:
+    """Return the visible text of an HTML page (tags dropped, entities decoded, spaces collapsed)."""
+    raw = re.sub(r"<(script|style)\b.*?</\1>", " ", path.read_text(encoding="utf-8"), flags=re.S)
+    text = unescape(re.sub(r"<[^>]+>", " ", raw)).translate(str.maketrans("‘’“”", "''\"\""))   # Sphinx's smart quotes
+    return " ".join(text.split())
+
+
+def test_every_chapter_is_built(site):
+    for name in bookfiles.toc_notebooks(REPO):
+        assert (site / "notebooks" / f"{name}.html").is_file(), f"{name} was not built"
+
+
+def test_results_page_counts_are_the_metrics_files(site):
+    text = text_of(site / "book" / "results.html")
+    runs = {n: publish.published_run(REPO, n) for n in bookfiles.toc_notebooks(REPO)}
+    assert publish.front_tally(runs) in text
+    for name, run in runs.items():
+        counts = publish.tally(run.metrics)
+        row = f"{name[:2]} {run.metrics['profile']} "
+        assert row in text, f"no overview row for {name}"
+        after = text[text.index(row):]
+        assert f"{counts['pass']} {counts['fail']} {counts['reported']}" in after[:400], f"{name}: counts differ"
+        cut = [c["id"] for c in run.metrics["claims"] if " ".join(c["target"].split()) not in text]
+        assert not cut, f"{name}: targets not shown in full on the results page: {cut}"
+    assert publish.front_tally(runs) in text_of(site / "book" / "intro.html")
+
+
+def machine_paths() -> list[str]:
+    """Return the absolute paths of this machine that must not appear on a page."""
+    return sorted({str(REPO), str(Path.home()), tempfile.gettempdir(), os.path.realpath(tempfile.gettempdir())})
+
+
+def test_no_page_shows_a_machine_path_a_warning_or_an_empty_interval(site):
+    noisy = []
+    for page in sorted(site.rglob("*.html")):
+        if page.parent.name in ("_modules", "genindex"):
+            continue
+        text = text_of(page)
+        noisy += [f"{page.relative_to(site)}: {path}" for path in machine_paths() if f"{path}/" in text]
+        noisy += [f"{page.relative_to(site)}: {word}" for word in ("TqdmWarning", "UserWarning", "DeprecationWarning",
+                                                                  "Warning:") if word in text]
+        noisy += [f"{page.relative_to(site)}: an interval without numbers: {m[0]!r}"       # a label, then no numbers
+                  for m in re.finditer(r"\w+: \d+% interval over (the \d+ of )?\d+ resamples", text)]
+    assert not noisy, "noise on the built pages:\n" + "\n".join(noisy)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=MISSING)
+@pytest.mark.parametrize("page", CHECKED_PAGES)
+def test_tables_fit_a_laptop_and_scroll_in_their_own_box_on_a_phone(site, page, tmp_path):
+    keep = REPO / "_build" / "screenshots"
+    keep.mkdir(parents=True, exist_ok=True)
+    with serve(site) as base:
+        for screen, width in SCREENS.items():
+            shot = keep / f"{Path(page).stem}_{width}px.png"
+            chromium(f"--screenshot={shot}", f"--window-size={width},2400", f"{base}/{page}",
+                     profile=tmp_path / f"shot{width}")
+            assert shot.is_file() and shot.stat().st_size > 10_000, f"no screenshot of {page} at {width} px"
+            probe = cut_tables(site, base, page, width, tmp_path / f"probe{width}")
+            assert probe["tables"] > 0, f"{page} has no table"
+            cut = probe["cut"] if screen == "laptop" else [t for t in probe["cut"] if not t["in_scroll_box"]]
+            assert not cut, f"{page} at {width} px ({screen}): tables too wide {json.dumps(cut)}"
+            assert probe["page_width"] <= width + 1, f"{page} at {width} px: the page itself scrolls sideways"
+    shutil.rmtree(tmp_path, ignore_errors=True)

@@ -1,0 +1,44 @@
+"""The published edition's provenance: runs from clean commits only, each an ancestor of the built commit."""
+import json
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from corekit import book, publish
+
+REPO = Path(__file__).resolve().parents[1]
+PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.json"))
+
+
+def test_book_refuses_a_published_run_made_from_a_dirty_tree(tmp_path):
+    for name, dirty in (("01_clean", False), ("02_dirty", True)):
+        folder = tmp_path / "results" / name
+        folder.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(), folder / f"{name}.ipynb")
+        (folder / "metrics.json").write_text(json.dumps({"claims": [], "environment": {"dirty": dirty}}))
+    assert list(publish.published_runs(tmp_path, ["01_clean"], None)) == ["01_clean"]
+    with pytest.raises(book.CorekitError, match="published run of 02_dirty was made from a tree with uncommitted"):
+        publish.published_runs(tmp_path, ["01_clean", "02_dirty"], None)
+
+
+def is_ancestor(commit: str) -> bool:
+    """Return whether ``commit`` is an ancestor of (or equal to) this checkout's HEAD."""
+    done = subprocess.run(["git", "-C", str(REPO), "merge-base", "--is-ancestor", commit, "HEAD"], capture_output=True)
+    return done.returncode == 0
+
+
+def full_history() -> bool:
+    """Return whether this is a git checkout with its whole history (a shallow clone cannot tell ancestry)."""
+    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"], capture_output=True,
+                          text=True)
+    return done.returncode == 0 and done.stdout.strip() == "false"
+
+
+@pytest.mark.skipif(not full_history(), reason="needs a git checkout with its full history")
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_committed_run_comes_from_a_clean_ancestor_commit(name):
+    env = json.loads((REPO / "results" / name / "metrics.json").read_text())["environment"]
+    assert env["dirty"] is False, f"{name} was published from a dirty tree"
+    assert env["commit"] and is_ancestor(env["commit"]), f"{name}: commit {env['commit']} is not an ancestor of HEAD"
