@@ -149,7 +149,7 @@ def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tm
     page = results_page(runs, {}, {})
     assert "3 of 6 tested claims reproduce on the published runs (3 fail; 1 more figures" in page
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
-    assert [r.split(" | ")[5:8] for r in rows] == [["2", "0", "0"], ["1", "1", "1"], ["0", "2", "0"]]
+    assert [r.split(" | ")[4:7] for r in rows] == [["2", "0", "0"], ["1", "1", "1"], ["0", "2", "0"]]
     assert verdict_line(runs["01_all"].metrics) == "reproduces"
     assert verdict_line(runs["02_some"].metrics) == "reproduces except `c1`"
     assert verdict_line(runs["03_none"].metrics) == "does not reproduce: `c0`, `c1`"

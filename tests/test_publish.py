@@ -50,6 +50,7 @@ def repo(tmp_path_factory) -> Path:
     (root / "book" / "_static").mkdir(parents=True)
     shutil.copy2(REPO / "book" / "references.bib", root / "book" / "references.bib")
     shutil.copy2(REPO / "book" / "_static" / "corekit.css", root / "book" / "_static" / "corekit.css")
+    shutil.copytree(REPO / "book" / "_ext", root / "book" / "_ext")      # the config's local extension
     (root / "book" / "intro.md").write_text("# Tiny book\n")
     (root / "book" / "results.md").write_text("# Results at a glance\n\nGenerated at build time.\n")
     toc = {"format": "jb-book", "root": "book/intro",

@@ -14,6 +14,7 @@ import copy
 import datetime
 import fnmatch
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -36,6 +37,12 @@ NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line overwrote
 DANGLING_CR = re.compile(r"\r+(?=\n|$)")
+#: The parameter a notebook reads its torch device from ("auto", "cpu", "cuda", "cuda:N").
+DEVICE_PARAMETER = "device"
+#: Comment clauses of a parameter that must be a prime (an integer) or primes (a list of integers).
+PRIME_CLAUSES = {"a prime", "primes"}
+INT64_MAX = 2**63 - 1
+MILLER_RABIN_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 
 
 class CorekitError(Exception):
@@ -204,15 +211,89 @@ def accepted_values(nb: Notebook) -> dict[str, paramspec.Accepts]:
 def check_values(nb: Notebook, values: dict, origin: str) -> dict:
     """Return ``values`` checked against what ``nb`` declares (paths made absolute); raise naming the first bad one."""
     check_names(nb, values, origin)
-    rules = accepted_values(nb)
+    declared, rules = read_parameters(nb), accepted_values(nb)
     checked = {}
     for name, value in values.items():
         try:
-            checked[name] = paramspec.check(value, rules[name], Path.cwd())
+            checked[name] = check_value(declared[name], rules[name], value)
         except ValueError as err:
             where = f"-p {name}" if origin == "-p" else f"{origin}: {name}"
             raise CorekitError(f"{where}: {err}") from err
     return checked
+
+
+def check_value(param: Parameter, rule: paramspec.Accepts, value: Any) -> Any:
+    """Return ``value`` as :func:`corekit.paramspec.check` passes it, also within 64 bits, a device here, prime where declared."""
+    value = paramspec.check(value, rule, Path.cwd())
+    check_int64(value)
+    if param.name == DEVICE_PARAMETER:
+        check_device(value)
+    clauses = {clause.strip() for clause in param.help.split(";")}
+    if clauses & PRIME_CLAUSES:
+        check_primes(value)
+    return value
+
+
+def integers(value: Any) -> Iterator[int]:
+    """Yield every integer in ``value``, inside lists and mappings too (bools are no integers here)."""
+    if isinstance(value, (list, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from integers(item)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield value
+
+
+def check_int64(value: Any) -> None:
+    """Raise ValueError if an integer in ``value`` lies beyond 2**63-1 (torch's and numpy's integers)."""
+    huge = next((n for n in integers(value) if abs(n) > INT64_MAX), None)
+    if huge is not None:
+        raise ValueError(f"{huge} is beyond 2**63-1, the largest integer torch and numpy take")
+
+
+def accepted_devices() -> list[str]:
+    """Return the devices a notebook can run on here: auto, cpu, then cuda, cuda:N and mps where present."""
+    import torch
+
+    devices = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        devices += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def check_device(value: Any) -> None:
+    """Raise ValueError unless ``value`` names a device of this machine (auto and cpu without importing torch)."""
+    if value in ("auto", "cpu"):
+        return
+    devices = accepted_devices()
+    if value not in devices:
+        raise ValueError(f"expected a device of this machine, one of {', '.join(devices)}, got {paramspec.show(value)}")
+
+
+def is_prime(n: int) -> bool:
+    """Return whether ``n`` is a prime (Miller-Rabin on the bases that decide every n below 3e24, so every int64)."""
+    if n < 2 or any(n % b == 0 for b in MILLER_RABIN_BASES):
+        return n in MILLER_RABIN_BASES
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for base in MILLER_RABIN_BASES:
+        x = pow(base, d, n)
+        if x not in (1, n - 1) and all((x := pow(x, 2, n)) != n - 1 for _ in range(s - 1)):
+            return False
+    return True
+
+
+def check_primes(value: Any) -> None:
+    """Raise ValueError if an integer in ``value`` is not a prime, naming the nearest primes."""
+    composite = next((n for n in integers(value) if not is_prime(n)), None)
+    if composite is not None:
+        below = next((k for k in range(composite - 1, 1, -1) if is_prime(k)), None)
+        above = next(k for k in itertools.count(max(composite + 1, 2)) if is_prime(k))
+        nearest = f"{below}, {above}" if below else str(above)
+        raise ValueError(f"expected {'primes' if isinstance(value, list) else 'a prime'}, got {paramspec.show(value)} "
+                         f"({composite} is not a prime; nearest primes: {nearest})")
 
 
 def profile_parameters(nb: Notebook, profile: str) -> dict:
@@ -325,6 +406,9 @@ def staged_config(config: dict) -> dict:
     config["exclude_patterns"] = [p for p in config.get("exclude_patterns", [])
                                   if not fnmatch.fnmatch("notebooks/00_any.ipynb", p)]
     ((config.get("sphinx") or {}).get("config") or {}).pop("nb_custom_formats", None)
+    has_url = bool((config.get("repository") or {}).get("url"))   # the buttons need the repository's URL
+    html = config.setdefault("html", {})
+    html["use_repository_button"] = html["use_issues_button"] = has_url
     return config
 
 

@@ -1,6 +1,7 @@
 """The ``corekit`` command: execute the book's notebooks through papermill and build the book::
 
-    corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish] [--cell-timeout S]
+    corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish [--force]]
+                             [--cell-timeout S]
     corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR] [--cell-timeout S]
     corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
     corekit list
@@ -8,18 +9,21 @@
 A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
 ``notebooks/NN_name.ipynb``. ``run`` checks every parameter against what the notebook declares
 (:mod:`corekit.paramspec`) before starting a kernel, executes into a private folder beside the
-output and, on success only, moves ``NAME.ipynb``, ``figures/NAME/`` and then
-``NAME.metrics.json`` (the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``,
-written once) into ``DIR``. A failed or interrupted run is kept as ``NAME.failed.ipynb`` or
-``NAME.interrupted.ipynb`` and leaves the last complete run in place. ``book`` reuses executed
+output and, on success only, swaps ``NAME.ipynb``, ``figures/NAME/`` and then ``NAME.metrics.json``
+(the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``, written once) into ``DIR``,
+undoing every move if one fails. A failed, interrupted (Ctrl-C) or stopped (SIGTERM) run is kept as
+``NAME.failed.ipynb`` or ``NAME.interrupted.ipynb`` and leaves the last complete run in place. ``--out``
+may not be the repository root nor lie in its notebooks/, lib/ or results/. ``book`` reuses executed
 notebooks whose ``source_hash`` still matches (re-executing a corrupt one) and builds static HTML.
-``--publish`` and ``book --published`` are the published edition (``corekit.publish``, ``results/``).
+``--publish`` and ``book --published`` are the published edition (``corekit.publish``, ``results/``);
+``--publish`` replaces no published run of a larger profile (quick < cpu < paper) unless ``--force``.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -30,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 from corekit.book import (
     PROFILES,
@@ -56,6 +60,9 @@ from corekit.claims import METRICS_ENV
 FIGURES_ENV = "COREKIT_FIGURES"
 KERNEL = "python3"
 VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
+#: Folders of the repository that ``--out`` may not be or lie in, and why.
+PROTECTED = {"notebooks": "the notebooks' sources", "lib": "the library",
+             "results": "the published runs, which only --publish writes"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,20 +98,56 @@ def executable_ipynb(nb: Notebook) -> Iterator[Path]:
         yield path
 
 
+class SigTerm(KeyboardInterrupt):
+    """Raised for SIGTERM (``kill PID``) as KeyboardInterrupt is for Ctrl-C, so that a stopped run ends alike."""
+
+
+class Terminated(Interrupted):
+    """A run stopped by SIGTERM: exit status 143, as a shell reports it."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def stop_error(signum: int) -> KeyboardInterrupt:
+    """Return the exception signal ``signum`` raises: :class:`SigTerm` for SIGTERM, else KeyboardInterrupt."""
+    return SigTerm() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def raise_sigterm(signum, frame) -> NoReturn:
+    """Signal handler: raise :class:`SigTerm`."""
+    raise SigTerm
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While entered (in the main thread), SIGTERM raises :class:`SigTerm` instead of ending Python on the spot."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, raise_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class CtrlC:
-    """While entered, Ctrl-C stops the kernels this run starts, and is remembered.
+    """While entered, Ctrl-C or SIGTERM stops the kernels this run starts, and is remembered.
 
     jupyter_client starts each kernel in a session of its own, out of the terminal's reach, and a
     KeyboardInterrupt raised at a random point inside papermill's event loop can be lost or escape its
-    cleanup. So Ctrl-C only kills the kernels' process groups (a kernel still starting is killed as soon
-    as it has started); papermill ends on the dead kernel, keeping the notebook as far as it ran, and
-    :meth:`check` turns the run's end into a KeyboardInterrupt. A second Ctrl-C raises one at once.
+    cleanup. So the signal only kills the kernels' process groups (a kernel still starting is killed as
+    soon as it has started); papermill ends on the dead kernel, keeping the notebook as far as it ran, and
+    :meth:`check` turns the run's end into a KeyboardInterrupt (:class:`SigTerm` for SIGTERM). A second
+    signal raises one at once.
     """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         from jupyter_client.manager import AsyncKernelManager
 
-        self.received = False
+        self.received: int | None = None               # the signal that came
         self.managers = []
         ctrl_c = self
 
@@ -123,21 +166,21 @@ class CtrlC:
                     raise RuntimeError("interrupted while the kernel started")
 
         self.manager_class = RecordedKernelManager
-        self.previous = None
+        self.previous = {}
 
     def __enter__(self) -> CtrlC:
         if threading.current_thread() is threading.main_thread() and os.name == "posix":
-            self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
     def _handle(self, signum, frame) -> None:
         if self.received:
-            raise KeyboardInterrupt
-        self.received = True
+            raise stop_error(signum)
+        self.received = signum
         self.kill_kernels()
 
     def kill_kernels(self) -> None:
@@ -149,9 +192,9 @@ class CtrlC:
                     os.killpg(os.getpgid(process.pid), signal.SIGKILL)
 
     def check(self, cause: BaseException | None = None) -> None:
-        """Raise KeyboardInterrupt (from ``cause``) if a Ctrl-C came while entered."""
+        """Raise KeyboardInterrupt or :class:`SigTerm` (from ``cause``) if a Ctrl-C or SIGTERM came while entered."""
         if self.received:
-            raise KeyboardInterrupt from cause
+            raise stop_error(self.received) from cause
 
 
 def run_papermill(nb: Notebook, params: dict, executed: Path, cell_timeout: float | None = None) -> None:
@@ -287,18 +330,49 @@ def keep_unfinished(run: Outputs, final: Outputs, how: str) -> Path | None:
     return kept
 
 
-def commit_outputs(run: Outputs, final: Outputs, metrics: dict) -> None:
-    """Move a finished run into place: notebook and figures (stale ones removed), then the metrics, written once."""
-    final.metrics.unlink(missing_ok=True)      # until the new metrics land, the folder reads as not executed
-    if final.figures.exists():
-        shutil.rmtree(final.figures)
+def check_replaceable(final: Outputs) -> None:
+    """Raise OSError unless the previous run in ``final`` is plain files and a plain folder (no links), or absent."""
+    for path, kind in ((final.ipynb, Path.is_file), (final.metrics, Path.is_file), (final.figures, Path.is_dir)):
+        if path.is_symlink() or (path.exists() and not kind(path)):
+            raise OSError(f"{path} is a symbolic link or not a plain {'folder' if kind is Path.is_dir else 'file'}; "
+                          "corekit replaces only what it wrote")
+
+
+def commit_outputs(run: Outputs, final: Outputs) -> None:
+    """Swap a finished run in ``run`` into ``final`` (old metrics out first, new metrics in last), or undo every move."""
+    check_replaceable(final)
+    old = Outputs(run.folder / "old", run.name)
+    old.figures.parent.mkdir(parents=True)
     if run.figures.exists():
         final.figures.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(run.figures, final.figures)
-    os.replace(run.ipynb, final.ipynb)
+    moves = [(final.metrics, old.metrics), (final.figures, old.figures), (final.ipynb, old.ipynb),
+             (run.figures, final.figures), (run.ipynb, final.ipynb), (run.metrics, final.metrics)]
+    done = []
+    try:
+        for source, target in moves:
+            if source.exists():
+                os.replace(source, target)
+                done.append((source, target))
+    except BaseException:                        # an OSError, or Ctrl-C / SIGTERM midway
+        for source, target in reversed(done):
+            os.replace(target, source)
+        raise
     for how in ("failed", "interrupted"):
         final.unfinished(how).unlink(missing_ok=True)
-    write_json_atomic(final.metrics, metrics)
+
+
+class NotReplaced(ExecutionFailed):
+    """A run that finished but whose outputs could not replace the previous run (exit status 1)."""
+
+
+def install(run: Outputs, final: Outputs, metrics: dict) -> None:
+    """Write the finished ``metrics`` into ``run`` and swap the run into ``final``; raise NotReplaced on an OSError."""
+    try:
+        write_json_atomic(run.metrics, metrics)
+        commit_outputs(run, final)
+    except OSError as err:
+        raise NotReplaced(f"{run.name} ran, but its outputs could not replace the previous run in {final.folder} "
+                          f"({err})") from err
 
 
 def execute(nb: Notebook, profile: str, params: dict, out: Path, cell_timeout: float | None = None) -> dict:
@@ -314,15 +388,17 @@ def execute(nb: Notebook, profile: str, params: dict, out: Path, cell_timeout: f
             with environ(**{METRICS_ENV: str(run.metrics), FIGURES_ENV: str(run.figures)}):
                 run_papermill(nb, params, run.ipynb, cell_timeout)
             metrics = finish_metrics(nb, run.metrics, profile, params, time.perf_counter() - start)
+            install(run, final, metrics)
         except ExecutionFailed as err:
             kept = keep_unfinished(run, final, "failed")
-            raise ExecutionFailed(f"{err}" + (f"\npartially executed notebook: {kept}" if kept else "")
-                                  + unchanged_note(final)) from err
+            what = "executed notebook" if isinstance(err, NotReplaced) else "partially executed notebook"
+            separator = "\n" if "\n" in str(err) else "; "
+            raise ExecutionFailed(f"{err}" + (f"{separator}{what}: {kept}" if kept else "") + unchanged_note(final)) from err
         except KeyboardInterrupt as err:
             kept = keep_unfinished(run, final, "interrupted")
-            raise Interrupted(f"{nb.name} interrupted" + (f"; partially executed notebook: {kept}" if kept else "")
-                              + unchanged_note(final)) from err
-        commit_outputs(run, final, metrics)
+            error, what = (Terminated, "stopped by SIGTERM") if isinstance(err, SigTerm) else (Interrupted, "interrupted")
+            raise error(f"{nb.name} {what}" + (f"; partially executed notebook: {kept}" if kept else "")
+                        + unchanged_note(final)) from err
     return metrics
 
 
@@ -365,11 +441,11 @@ def default_dir(root: Path, kind: str, profile: str) -> Path:
 
 
 def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: float | None = None,
-            publish: bool = False) -> int:
+            publish: bool = False, force: bool = False) -> int:
     """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed.
 
-    Every notebook's parameters are checked before the first one starts. With ``publish``, each
-    notebook that succeeds replaces its published run in ``results/``.
+    Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
+    starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``.
     """
     names = notebook_names(root)
     if not names:
@@ -383,6 +459,8 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     params = {name: effective_parameters(Notebook(root, name), profile,
                                          {k: v for k, v in overrides.items() if k in declared[name]})
               for name in names}
+    if publish:
+        check_publishable(root, names, profile, force)
     out = prepare_out(out)
     failed = []
     for name in names:
@@ -401,11 +479,61 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     return 0
 
 
-def publish_executed(root: Path, name: str, out: Path) -> None:
-    """Replace the published run of ``name`` in ``results/`` with the one just executed into ``out``."""
+def published_record(root: Path, name: str) -> tuple[str, str] | None:
+    """Return (profile, commit) of the published run of ``name``, None when there is none ('unreadable' if so)."""
     from corekit import publish
 
+    path = publish.published_run(root, name).metrics_path
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_text())
+        return str(metrics["profile"]), str((metrics.get("environment") or {}).get("commit") or "not recorded")[:10]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return "unreadable", "not recorded"
+
+
+def profile_rank(profile: str) -> int:
+    """Return the size of ``profile`` (quick < cpu < paper); an unknown or unreadable one counts as the largest."""
+    return PROFILES.index(profile) if profile in PROFILES else len(PROFILES)
+
+
+def check_publishable(root: Path, names: list[str], profile: str, force: bool) -> None:
+    """Raise unless publishing a ``profile`` run of ``names`` replaces no published run of a larger profile (or ``force``)."""
+    larger = {name: record[0] for name in names
+              if (record := published_record(root, name)) and profile_rank(record[0]) > profile_rank(profile)}
+    if larger and not force:
+        runs = ", ".join(f"{name} ({published} profile)" for name, published in larger.items())
+        known = [published for published in larger.values() if published in PROFILES]
+        remedy = f"run with --profile {max(known, key=profile_rank)}, or add --force" if known else "add --force"
+        raise CorekitError(f"--publish: results/ holds a larger run than a {profile}-profile one: {runs}; "
+                           f"{remedy} to replace it anyway")
+
+
+def publish_executed(root: Path, name: str, out: Path) -> None:
+    """Replace the published run of ``name`` in ``results/`` with the one just executed into ``out``, saying which."""
+    from corekit import publish
+
+    previous = published_record(root, name)
     publish.publish(root, publish.executed_run(out, name))
+    if previous:
+        print(f"{name}: replaced the published {previous[0]}-profile run (commit {previous[1]})", flush=True)
+
+
+def checked_out(root: Path, text: str | None, profile: str) -> Path:
+    """Return the ``--out`` folder (default _build/executed/PROFILE); raise unless it is a folder outside the sources."""
+    if text is None:
+        return default_dir(root, "executed", profile)
+    if not text.strip():
+        raise CorekitError(f"--out {text!r}: an empty path; name a folder, e.g. --out _build/executed/{profile}")
+    out = Path(text).expanduser().absolute().resolve()
+    if out == root:
+        raise CorekitError(f"--out {out}: the repository root; name a folder of its own, e.g. _build/executed/{profile}")
+    for folder, what in PROTECTED.items():
+        if out.is_relative_to(root / folder):
+            raise CorekitError(f"--out {out}: inside {folder}/ ({what}); name a folder outside notebooks/, lib/ "
+                               "and results/")
+    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -415,11 +543,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.publish and overrides:
         raise CorekitError("--publish takes no -p overrides: a published run is a profile run; put the values in "
                            "notebooks/params/cpu/NAME.yaml or notebooks/params/paper/NAME.yaml")
-    out = prepare_out(args.out or default_dir(root, "executed", args.profile))
+    if args.force and not args.publish:
+        raise CorekitError("--force goes with --publish (it lets a smaller profile's run replace a published one)")
+    out = checked_out(root, args.out, args.profile)
     if args.notebook == "all":
-        return run_all(root, args.profile, overrides, out, args.cell_timeout, publish=args.publish)
+        return run_all(root, args.profile, overrides, out, args.cell_timeout, args.publish, args.force)
     nb = get_notebook(root, args.notebook)
-    metrics = execute(nb, args.profile, effective_parameters(nb, args.profile, overrides), out, args.cell_timeout)
+    params = effective_parameters(nb, args.profile, overrides)
+    if args.publish:
+        check_publishable(root, [nb.name], args.profile, args.force)
+    metrics = execute(nb, args.profile, params, out, args.cell_timeout)
     print(summary(metrics))
     if args.publish:
         publish_executed(root, nb.name, out)
@@ -527,20 +660,28 @@ def _add_profile(parser: argparse.ArgumentParser) -> None:
                         help="fail a run whose cell takes longer than S seconds (default: no limit)")
 
 
-def positive_seconds(text: str) -> float:
-    """Return ``text`` as a positive finite number of seconds (argparse type)."""
+def positive_seconds(text: str) -> int:
+    """Return ``text``, a positive finite number of seconds, rounded up to whole seconds as nbclient needs (argparse type)."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+    return math.ceil(value)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, ``corekit: error: ...``, like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the error in one line and exit with status 2."""
+        self.exit(2, f"corekit: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``corekit`` command."""
-    parser = argparse.ArgumentParser(prog="corekit", description="Execute the notebooks and build the book.")
+    parser = Parser(prog="corekit", description="Execute the notebooks and build the book.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="execute a notebook (or all) through papermill")
@@ -548,9 +689,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile(run)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a parameter; VALUE is YAML, e.g. -p seeds '[0, 1]' (overrides the profile)")
-    run.add_argument("--out", type=Path, metavar="DIR", help="output folder (default _build/executed/PROFILE)")
+    run.add_argument("--out", metavar="DIR", help="output folder (default _build/executed/PROFILE; not the repository "
+                     "root nor in its notebooks/, lib/ or results/)")
     run.add_argument("--publish", action="store_true",
-                     help="on success, replace the notebook's published run in results/NAME/ (no -p allowed)")
+                     help="on success, replace the notebook's published run in results/NAME/ (no -p allowed; "
+                          "not a run of a larger profile, quick < cpu < paper, without --force)")
+    run.add_argument("--force", action="store_true",
+                     help="with --publish: replace a published run even of a larger profile")
 
     book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
     _add_profile(book)
@@ -574,9 +719,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``corekit`` command line; return its exit status (every failure ends in one message)."""
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with sigterm_raises():
+            return COMMANDS[args.command](args)
     except CorekitError as err:
         return fail(str(err), err.exit_code)
+    except SigTerm:
+        return fail("stopped by SIGTERM", Terminated.exit_code)
     except KeyboardInterrupt:
         return fail("interrupted", Interrupted.exit_code)
     except BrokenPipeError:
