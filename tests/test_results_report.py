@@ -42,3 +42,24 @@ def test_committed_run_comes_from_a_clean_ancestor_commit(name):
     env = json.loads((REPO / "results" / name / "metrics.json").read_text())["environment"]
     assert env["dirty"] is False, f"{name} was published from a dirty tree"
     assert env["commit"] and is_ancestor(env["commit"]), f"{name}: commit {env['commit']} is not an ancestor of HEAD"
+
+
+@pytest.mark.parametrize("content", ['{"claims": [', "[]", '"text"', '{"claims": 3}'])
+def test_a_malformed_metrics_file_is_one_error_naming_it(tmp_path, content):
+    run = publish.published_run(tmp_path, "01_demo")
+    run.metrics_path.parent.mkdir(parents=True)
+    run.metrics_path.write_text(content)
+    with pytest.raises(book.CorekitError, match=r"01_demo/metrics.json: not a (readable )?metrics file"):
+        run.metrics  # noqa: B018
+
+
+def test_figure_paths_from_a_metrics_file_stay_in_the_run_folder(tmp_path):
+    run = publish.published_run(tmp_path, "01_demo")
+    run.figures.mkdir(parents=True)
+    (tmp_path / "secret.png").write_bytes(b"png")
+    (run.figures / "fig.png").write_bytes(b"png")
+    run.metrics_path.write_text(json.dumps({"claims": [], "figures": ["fig.png"]}))
+    assert run.figure_files() == [run.figures / "fig.png"]
+    run.metrics_path.write_text(json.dumps({"claims": [], "figures": ["../../secret.png", "fig.png"]}))
+    with pytest.raises(book.CorekitError, match=r"figure entries must be file names inside figures/"):
+        run.figure_files()

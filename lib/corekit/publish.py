@@ -52,8 +52,15 @@ class Run:
 
     @property
     def metrics(self) -> dict:
-        """The run's metrics file, parsed."""
-        return json.loads(self.metrics_path.read_text())
+        """The run's metrics file, parsed; a file that is not a JSON object is a one-line error naming it."""
+        try:
+            metrics = json.loads(self.metrics_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise book.CorekitError(f"{self.metrics_path}: not a readable metrics file ({err})") from None
+        if not isinstance(metrics, dict) or not isinstance(metrics.get("claims", []), list):
+            raise book.CorekitError(f"{self.metrics_path}: not a metrics file (expected a JSON object with a "
+                                    f"'claims' list, got {type(metrics).__name__})")
+        return metrics
 
     def exists(self) -> bool:
         """Return whether the run's notebook and metrics are both there."""
@@ -64,6 +71,10 @@ class Run:
         if not self.figures.is_dir():
             return []
         order = self.metrics.get("figures") or []
+        outside = [name for name in order if not isinstance(name, str) or Path(name).name != name]
+        if outside:
+            raise book.CorekitError(f"{self.metrics_path}: figure entries must be file names inside "
+                                    f"{self.figures.name}/, got {outside}")
         files = [self.figures / name for name in order if (self.figures / name).is_file()]
         rest = sorted((p for p in self.figures.glob("*.png") if p not in files), key=lambda p: p.stat().st_mtime_ns)
         return files + rest
