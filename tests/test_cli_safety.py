@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tinyrepo import REPO, corekit, make_repo, write_paper_profile
+from tinyrepo import REPO, corekit, make_repo, run_in_process, write_paper_profile
 
-from corekit import book, cli, parameters
+from corekit import book, cli
 
 NAME = "00_safe"
 SAFE_NOTEBOOK = '''\
@@ -65,23 +65,6 @@ def repo(tmp_path_factory):
     return make_repo(tmp_path_factory.mktemp("book"), {NAME: SAFE_NOTEBOOK})
 
 
-@pytest.fixture
-def no_kernel(monkeypatch):
-    """Fail the test if corekit gets as far as starting a kernel."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a kernel was started for a refused request")
-    monkeypatch.setattr(cli, "run_papermill", refuse)
-
-
-def run_in_process(capsys, monkeypatch, root: Path, *args: str) -> tuple[int, str, str]:
-    """Return (exit status, stdout, stderr) of ``corekit ARGS`` run in this process on the book at ``root``."""
-    monkeypatch.setenv(parameters.ROOT_ENV, str(root))
-    try:
-        code = cli.main(list(args))
-    except SystemExit as err:                  # argparse
-        code = err.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def assert_one_line(err: str, start: str) -> None:

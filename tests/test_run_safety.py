@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tinyrepo import REPO, corekit, make_repo
+from tinyrepo import REPO, corekit, make_repo, run_in_process
 
 from corekit import book, cli, parameters, paramspec
 
@@ -68,19 +68,6 @@ def repo(tmp_path_factory):
     return make_repo(tmp_path_factory.mktemp("book"), {NAME: SLOW_NOTEBOOK})
 
 
-@pytest.fixture
-def no_kernel(monkeypatch):
-    """Fail the test if corekit gets as far as starting a kernel."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a kernel was started for a bad value")
-    monkeypatch.setattr(cli, "run_papermill", refuse)
-
-
-def run_in_process(capsys, monkeypatch, root: Path, *args: str) -> tuple[int, str]:
-    """Return (exit status, stderr) of ``corekit ARGS`` run in this process on the book at ``root``."""
-    monkeypatch.setenv(parameters.ROOT_ENV, str(root))
-    code = cli.main(list(args))
-    return code, capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,7 +100,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize("name, value, message", BAD_VALUES, ids=[f"{n}={v}" for n, v, _ in BAD_VALUES])
 def test_bad_value_is_one_line_naming_the_parameter_before_any_kernel(repo, tmp_path, capsys, monkeypatch,
                                                                       no_kernel, name, value, message):
-    code, err = run_in_process(capsys, monkeypatch, repo, "run", NAME, "-p", name, value, "--out", str(tmp_path))
+    code, _, err = run_in_process(capsys, monkeypatch, repo, "run", NAME, "-p", name, value, "--out", str(tmp_path))
     assert code == 2
     assert err.count("\n") == 1 and err.startswith(f"corekit: error: -p {name}: ")
     assert message in err
@@ -134,7 +121,7 @@ def test_a_bad_paper_profile_names_its_file(tmp_path, capsys, monkeypatch, no_ke
     profile = root / "notebooks" / "params" / "paper" / f"{NAME}.yaml"
     profile.parent.mkdir(parents=True)
     profile.write_text("seeds: [0, 0.5]\n")
-    code, err = run_in_process(capsys, monkeypatch, root, "run", NAME, "--profile", "paper")
+    code, _, err = run_in_process(capsys, monkeypatch, root, "run", NAME, "--profile", "paper")
     assert code == 2
     assert err == (f"corekit: error: notebooks/params/paper/{NAME}.yaml: seeds: expected a list of at least 2 "
                    "integers >= 0, got [0, 0.5] (0.5 is not an integer)\n")
@@ -142,7 +129,7 @@ def test_a_bad_paper_profile_names_its_file(tmp_path, capsys, monkeypatch, no_ke
 
 def test_an_unreadable_declaration_names_the_notebook_and_parameter(tmp_path, capsys, monkeypatch, no_kernel):
     root = make_repo(tmp_path / "book", {NAME: SLOW_NOTEBOOK.replace("# range: [1, inf) or null", "# range: >> 1")})
-    code, err = run_in_process(capsys, monkeypatch, root, "run", NAME, "--out", str(tmp_path / "out"))
+    code, _, err = run_in_process(capsys, monkeypatch, root, "run", NAME, "--out", str(tmp_path / "out"))
     assert code == 2 and f"{NAME}.py: parameter layers: cannot read 'range: >> 1'" in err
 
 
@@ -156,7 +143,7 @@ def test_an_unreadable_declaration_names_the_notebook_and_parameter(tmp_path, ca
 ])
 def test_the_books_notebooks_declare_what_they_accept(tmp_path, capsys, monkeypatch, no_kernel, notebook, name,
                                                       value, message):
-    code, err = run_in_process(capsys, monkeypatch, REPO, "run", notebook, "-p", name, value, "--out", str(tmp_path))
+    code, _, err = run_in_process(capsys, monkeypatch, REPO, "run", notebook, "-p", name, value, "--out", str(tmp_path))
     assert code == 2 and err.startswith(f"corekit: error: -p {name}: ") and message in err
 
 
@@ -184,7 +171,7 @@ def test_unusable_out_is_one_line(repo, tmp_path, capsys, monkeypatch, no_kernel
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     out = {"file": a_file, "under_file": a_file / "sub", "proc": Path("/proc/corekit-out")}[where]
-    code, err = run_in_process(capsys, monkeypatch, repo, "run", NAME, "--out", str(out))
+    code, _, err = run_in_process(capsys, monkeypatch, repo, "run", NAME, "--out", str(out))
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"corekit: error: --out {out}: ")
 
 

@@ -96,3 +96,16 @@ def corekit(*args: str, root: Path | None = None, timeout: float = 300) -> subpr
         env["COREKIT_ROOT"] = str(root)
     return subprocess.run([sys.executable, "-m", "corekit", *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def run_in_process(capsys, monkeypatch, root: Path, *args: str) -> tuple[int, str, str]:
+    """Return (exit status, stdout, stderr) of ``corekit ARGS`` run in this process on the book at ``root``."""
+    from corekit import cli, parameters
+
+    monkeypatch.setenv(parameters.ROOT_ENV, str(root))
+    try:
+        code = cli.main(list(args))
+    except SystemExit as err:                  # argparse
+        code = err.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -1,0 +1,12 @@
+"""Fixtures shared by the command-line tests."""
+import pytest
+
+from corekit import cli
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    """Fail the test if corekit gets as far as starting a kernel."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a kernel was started for a refused request")
+    monkeypatch.setattr(cli, "run_papermill", refuse)
