@@ -224,6 +224,16 @@ def test_staged_notebooks_show_each_progress_bar_once():
     assert outputs[0]["text"] == "\rtrain:   0%|"  # the executed notebook is left as it is
 
 
+def test_staged_notebooks_drop_tqdms_missing_widgets_warning_only():
+    warning = ("/home/u/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found. "
+               "Please update jupyter and ipywidgets.\n  from .autonotebook import tqdm as notebook_tqdm\n")
+    outputs = [{"output_type": "stream", "name": "stderr", "text": warning},
+               {"output_type": "stream", "name": "stdout", "text": "loaded\n"},
+               {"output_type": "stream", "name": "stderr", "text": "UserWarning: a real one\n" + warning}]
+    assert [(o["name"], o["text"]) for o in book.tidy_streams(outputs)] == [("stdout", "loaded\n"),
+                                                                          ("stderr", "UserWarning: a real one\n")]
+
+
 def test_source_hash_covers_what_the_notebook_imports_and_nothing_else(tmp_path):
     source = tiny_notebook(TINY).replace("# %%\n", "# %%\nfrom corekit import ace\n", 1)
     root = make_repo(tmp_path, {TINY: source})

@@ -37,6 +37,8 @@ NOTEBOOK_NAME = re.compile(r"\d\d_\w+")
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line overwrote
 DANGLING_CR = re.compile(r"\r+(?=\n|$)")
+#: An environment's warning, not the run's: tqdm.auto (imported by transformers) finds no Jupyter widgets.
+TQDM_WIDGETS_WARNING = re.compile(r"^.*TqdmWarning: IProgress not found\..*\n(?:[ \t]+from \.autonotebook .*\n)?", re.M)
 #: The parameter a notebook reads its torch device from ("auto", "cpu", "cuda", "cuda:N").
 DEVICE_PARAMETER = "device"
 #: Comment clauses of a parameter that must be a prime (an integer) or primes (a list of integers).
@@ -413,7 +415,8 @@ def staged_config(config: dict) -> dict:
 
 
 def tidy_streams(outputs: list) -> list:
-    """Return cell outputs with consecutive streams merged and progress-bar redraws (\\r) collapsed."""
+    """Return cell outputs with consecutive streams merged, progress-bar redraws (\\r) collapsed and tqdm's
+    missing-widgets warning dropped."""
     tidy: list = []
     for output in outputs:
         previous = tidy[-1] if tidy else {}
@@ -424,8 +427,8 @@ def tidy_streams(outputs: list) -> list:
             tidy.append(copy.deepcopy(output))
     for output in tidy:
         if output.get("output_type") == "stream":
-            output["text"] = DANGLING_CR.sub("", REDRAWN.sub("", output["text"]))
-    return tidy
+            output["text"] = TQDM_WIDGETS_WARNING.sub("", DANGLING_CR.sub("", REDRAWN.sub("", output["text"])))
+    return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
 
 
 def stage_notebook(executed: Path, staged: Path) -> None:
