@@ -19,7 +19,7 @@ def test_book_refuses_a_published_run_made_from_a_dirty_tree(tmp_path):
         nbformat.write(nbformat.v4.new_notebook(), folder / f"{name}.ipynb")
         (folder / "metrics.json").write_text(json.dumps({"claims": [], "environment": {"dirty": dirty}}))
     assert list(publish.published_runs(tmp_path, ["01_clean"], None)) == ["01_clean"]
-    with pytest.raises(book.CorekitError, match="published run of 02_dirty was made from a tree with uncommitted"):
+    with pytest.raises(book.CorekitError, match="published run of 02_dirty was made from a tree whose uncommitted"):
         publish.published_runs(tmp_path, ["01_clean", "02_dirty"], None)
 
 
@@ -38,10 +38,12 @@ def full_history() -> bool:
 
 @pytest.mark.skipif(not full_history(), reason="needs a git checkout with its full history")
 @pytest.mark.parametrize("name", PUBLISHED)
-def test_committed_run_comes_from_a_clean_ancestor_commit(name):
-    env = json.loads((REPO / "results" / name / "metrics.json").read_text())["environment"]
-    assert env["dirty"] is False, f"{name} was published from a dirty tree"
+def test_committed_run_comes_from_its_ancestor_commits_sources(name):
+    metrics = json.loads((REPO / "results" / name / "metrics.json").read_text())
+    env = metrics["environment"]
     assert env["commit"] and is_ancestor(env["commit"]), f"{name}: commit {env['commit']} is not an ancestor of HEAD"
+    assert env["dirty"] is False or publish.sources_match_commit(REPO, name, metrics), \
+        f"{name} was published from a tree whose changes touched its sources"
 
 
 @pytest.mark.parametrize("content", ['{"claims": [', "[]", '"text"', '{"claims": 3}'])

@@ -158,15 +158,49 @@ def duration(seconds: float | None) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def run_parameters(nb: book.Notebook, metrics: dict) -> dict:
+    """Return the run's profile parameters as the sources give them now, path parameters as the run recorded them
+    (a path names where outputs went on the machine that ran it, and changes no result)."""
+    params = book.effective_parameters(nb, metrics.get("profile", "quick"), {})
+    recorded = metrics.get("parameters") or {}
+    paths = [name for name, rule in book.accepted_values(nb).items() if rule.path and name in recorded and name in params]
+    return {**params, **{name: recorded[name] for name in paths}}
+
+
 def stale_reason(nb: book.Notebook, metrics: dict) -> str | None:
     """Return why the run no longer matches the current sources, or None when its source_hash still does."""
     try:
-        params = book.effective_parameters(nb, metrics.get("profile", "quick"), {})
+        params = run_parameters(nb, metrics)
     except book.CorekitError as err:
         return f"its profile cannot be read any more ({err})"
     if metrics.get("source_hash") != book.source_hash(nb, params):
         return "the notebook, the library or the profile's parameters changed since this run"
     return None
+
+
+def sources_match_commit(root: Path, name: str, metrics: dict) -> bool:
+    """Return whether the run's source_hash is that of its notebook, library and profile at its recorded commit (so a
+    tree recorded as dirty differed from that commit only outside the run's sources, e.g. in results/)."""
+    import subprocess
+    import tarfile
+    import tempfile
+
+    commit = (metrics.get("environment") or {}).get("commit")
+    if not commit:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "sources.tar"
+        done = subprocess.run(["git", "-C", str(root), "archive", "-o", str(archive), commit, "notebooks", "lib"],
+                              capture_output=True)
+        if done.returncode != 0:
+            return False
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        then = book.Notebook(Path(tmp), name)
+        try:
+            return then.py.is_file() and metrics.get("source_hash") == book.source_hash(then, run_parameters(then, metrics))
+        except book.CorekitError:
+            return False
 
 
 def record_markdown(nb: book.Notebook, run: Run) -> str:
@@ -478,10 +512,11 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
             runs[name] = run
         else:
             missing.append(name)
-    dirty = [name for name, run in runs.items() if run.published and (run.metrics.get("environment") or {}).get("dirty")]
+    dirty = [name for name, run in runs.items() if run.published and (run.metrics.get("environment") or {}).get("dirty")
+             and not sources_match_commit(root, name, run.metrics)]
     if dirty:
-        raise book.CorekitError(f"the published run of {', '.join(dirty)} was made from a tree with uncommitted "
-                               f"changes: re-run it from a clean commit (`corekit run NAME --profile P --publish`)")
+        raise book.CorekitError(f"the published run of {', '.join(dirty)} was made from a tree whose uncommitted changes "
+                               f"touched its sources: re-run it from a clean commit (`corekit run NAME --profile P --publish`)")
     if missing:
         how = " or pass --fallback-quick to show their executed quick runs" if fallback is None else \
             f" (no executed quick run in {fallback} either: corekit run NAME --out {fallback})"
