@@ -153,5 +153,7 @@ def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tm
     assert verdict_line(runs["01_all"].metrics) == "reproduces"
     assert verdict_line(runs["02_some"].metrics) == "reproduces except `c1`"
     assert verdict_line(runs["03_none"].metrics) == "does not reproduce: `c0`, `c1`"
+    mostly = {"claims": [{"id": "a", "pass": True}, {"id": "b", "pass": False}, {"id": "c", "pass": False}]}
+    assert verdict_line(mostly) == "mostly does not reproduce (1 of 3 pass): `b`, `c`"
     assert page.count(long_target.strip()) == 7 and "…" not in page
     assert page.count("*Why it fails:* the fit rank reached p − 1") == 3

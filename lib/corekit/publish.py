@@ -353,7 +353,11 @@ def verdict_line(metrics: dict, shown: int = 3) -> str:
         return "reported only (no tested claim)"
     if not failing:
         return "reproduces"
-    return f"reproduces except {named}" if counts["pass"] else f"does not reproduce: {named}"
+    if not counts["pass"]:
+        return f"does not reproduce: {named}"
+    if counts["fail"] > counts["pass"]:
+        return f"mostly does not reproduce ({counts['pass']} of {counts['pass'] + counts['fail']} pass): {named}"
+    return f"reproduces except {named}"
 
 
 def front_tally(runs: dict[str, Run]) -> str:
