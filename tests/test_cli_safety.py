@@ -11,11 +11,10 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+import tinyrepo
 from tinyrepo import REPO, corekit, make_repo, run_in_process, write_paper_profile
 
 from corekit import book, cli
@@ -233,17 +232,7 @@ def test_force_without_publish_is_one_line(repo, capsys, monkeypatch, no_kernel,
 
 def start_run(repo: Path, out: Path, *args: str) -> subprocess.Popen:
     """Return a running `corekit run 00_safe ARGS` once its staged notebook shows it is sleeping."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COREKIT_")} | {"COREKIT_ROOT": str(repo)}
-    proc = subprocess.Popen([sys.executable, "-m", "corekit", "run", NAME, "--out", str(out), *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        staged = list(out.glob(f".{NAME}.running-*/{NAME}.ipynb"))
-        if staged and slept(staged[0].read_bytes()):
-            return proc
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"the run never reached its sleeping cell: {proc.communicate()}")
+    return tinyrepo.start_run(repo, NAME, out, *args, ready=lambda ipynb: slept(ipynb.read_bytes()))
 
 
 def test_sigterm_stops_the_run_in_one_line_and_removes_its_staging_folder(repo, previous):

@@ -13,10 +13,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+import tinyrepo
 from tinyrepo import REPO, corekit, make_repo, run_in_process
 
 from corekit import book, cli, parameters, paramspec
@@ -227,17 +227,7 @@ def sleeping_cell_runs(ipynb: Path) -> bool:
 
 def start_run(repo: Path, out: Path, *args: str, ready=sleeping_cell_runs) -> subprocess.Popen:
     """Return a running `corekit run 00_slow ARGS` once ``ready`` holds for its staged notebook (default: sleeping cell)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COREKIT_")} | {"COREKIT_ROOT": str(repo)}
-    proc = subprocess.Popen([sys.executable, "-m", "corekit", "run", NAME, "--out", str(out), *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:                       # papermill saves the notebook after each output
-        staged = list(out.glob(f".{NAME}.running-*/{NAME}.ipynb"))
-        if staged and ready(staged[0]):
-            return proc
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"the run never reached its sleeping cell: {proc.communicate()}")
+    return tinyrepo.start_run(repo, NAME, out, *args, ready=ready)
 
 
 def test_run_is_published_whole_and_removes_stale_figures(repo, good_run):

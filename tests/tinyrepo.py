@@ -109,3 +109,20 @@ def run_in_process(capsys, monkeypatch, root: Path, *args: str) -> tuple[int, st
         code = err.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def start_run(repo: Path, name: str, out: Path, *args: str, ready) -> subprocess.Popen:
+    """Return a running `corekit run NAME --out OUT ARGS` once ``ready(staged .ipynb path)`` holds (within 120 s)."""
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COREKIT_")} | {"COREKIT_ROOT": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "corekit", "run", name, "--out", str(out), *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:                       # papermill saves the notebook after each output
+        staged = list(out.glob(f".{name}.running-*/{name}.ipynb"))
+        if staged and ready(staged[0]):
+            return proc
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"the run never reached its sleeping cell: {proc.communicate()}")
