@@ -99,7 +99,7 @@ test_acc = history.curve("test_acc")[:, 0].numpy()
 train_acc = history.curve("train_acc")[:, 0].numpy()
 print(f"final train accuracy {train_acc[-1]:.4f}, test accuracy {test_acc[-1]:.4f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "MSE loss (left) and accuracy on a + b mod p (right), on the training and held-out pairs: the late rise of the held-out accuracy is grokking.", "name": "fig-05-training"}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
 ax1.semilogy(history.steps, history.curve("train_loss")[:, 0], label="train")
 ax1.semilogy(history.steps, history.curve("test_loss")[:, 0], label="test")
@@ -134,7 +134,7 @@ print(f"eigenvector 0 · constant: {constant_overlap:.4f}; detected cliff sizes 
       f"(4⌊p/2⌋ = {n_cliff}); largest ratios λ{edge1 - 1}/λ{edge1} = {values[edge1 - 1] / values[edge1]:.3f}, "
       f"λ{edge2 - 1}/λ{edge2} = {values[edge2 - 1] / values[edge2]:.3f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvalues of the eNTK over all p\u00b2 inputs, with the two cliffs the paper predicts shaded (blue, orange) and the edges this run detects (dashed).", "name": "fig-05-spectrum"}}
 fig, ax = plt.subplots(figsize=(7, 3.6))
 ax.semilogy(np.arange(n_eig), values, ".", ms=4, color="black")
 ax.axvspan(0.5, n_cliff + 0.5, color="#0072B2", alpha=0.12, label=f"expected cliff 1: 1…{n_cliff}")
@@ -163,7 +163,7 @@ shown = 2 * n_cliff + 8
 profile = {name: fourier.alignment_profile(eig.vectors[:, :shown], F).cpu().numpy()
            for name, F in (("a, b", F_ab), ("a + b", F_sum), ("a − b", F_diff))}
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvectors 1 and 2 (first cliff) and the first two of the second cliff as p \u00d7 p images over (a, b): look for waves along a or along b in the first pair and along the diagonals a \u00b1 b in the second.", "name": "fig-05-eigenvectors"}}
 fig, axes = plt.subplots(1, 4, figsize=(13, 3.2))
 for ax, i in zip(axes, (1, 2, n_cliff + 1, n_cliff + 2)):
     ax.imshow(eig.vectors[:, i].reshape(p, p).cpu().numpy(), cmap="RdBu_r")
@@ -172,6 +172,7 @@ for ax, i in zip(axes, (1, 2, n_cliff + 1, n_cliff + 2)):
 plots.savefig(fig, "eigenvectors")
 plt.show()
 
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Overlap of each leading eigenvector with the Fourier features of a and b, of a + b, and of a \u2212 b; the dashed lines are the detected cliff edges.", "name": "fig-05-features"}}
 fig, ax = plt.subplots(figsize=(8, 3.4))
 for name, values_ in profile.items():
     ax.plot(np.arange(shown), values_, ".-", ms=3, lw=0.8, label=name)
@@ -236,7 +237,7 @@ reach = "never" if t_95 is None else f"epoch {t_95:.0f}"
 print(f"{len(snap_epochs)} snapshots; test accuracy rises fastest at epoch {t_grok:.0f} (first ≥ 0.95: {reach}); "
       f"cliff-2 alignment rises fastest at epoch {t_peak:.0f} (snapshot spacing there {spacing:.0f})")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Left: alignment of the first cliff with the a, b features and of the second cliff with the a \u00b1 b features during training, beside the held-out accuracy. Right: their rates of change, each scaled to its maximum; the dashed line marks the fastest rise of the second cliff's alignment, the dotted line grokking.", "name": "fig-05-dynamics"}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6))
 ax1.plot(snap_epochs, snap_ab, "o-", ms=3, label="cliff 1 vs a, b")
 ax1.plot(snap_epochs, snap_sd, "s-", ms=3, label="cliff 2 vs a ± b")

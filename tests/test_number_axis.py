@@ -1,5 +1,6 @@
 """corekit.number_axis on a tiny random transformer: the sufficient rank against the model's own AUROC, the
-position-mean ablations against a hand-built edit, and the generation counts."""
+position-mean ablations against a hand-built edit, the generation counts, the authors' last-layer recipe against a
+hand-computed core, and the authors' steering against a step-by-step hook."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,7 @@ from test_llm import tiny  # noqa: E402
 
 from corekit import lm as llm  # noqa: E402
 from corekit import stats
-from corekit.number_axis import Generation, find_axis, measure, sufficient_rank, sweep  # noqa: E402
+from corekit.number_axis import Generation, find_axis, measure, newest_position_generation, sufficient_rank, sweep  # noqa: E402
 from corekit.tasks import agreement  # noqa: E402
 from corekit.tasks.agreement import margin_head  # noqa: E402
 
@@ -67,3 +68,82 @@ def test_generation_rate_and_interval():
     assert gen.rate == pytest.approx(100 / 120)
     assert gen.interval == stats.wilson_interval(100, 120)
     assert np.isnan(Generation("greedy", 1, [], [], [], [], right=0, switched=0).rate)
+
+
+class _NoVerbs:
+    """A stand-in for spaCy that finds no verb (the steering test compares tokens, not verb numbers)."""
+
+    def __call__(self, text):
+        return []
+
+
+def test_post_norm_recipe_takes_the_last_axis_from_the_final_norm_output(measured):
+    """With the authors' last-layer recipe the axis at L is the rank-1 core of (Cov x, u uᵀ) for x the final RMS norm's
+    output, computed here by hand in float64: a linear margin head has the constant gradient u, so q ∝ Cov(x) u;
+    every other layer is the block-output recipe's."""
+    ours, theirs = find_axis(measured), find_axis(measured, last_layer="post_norm")
+    L = measured.n_layers
+    torch.testing.assert_close(theirs.q[:L], ours.q[:L])
+    norm = measured.lm.model.base_model.norm
+    h = measured.train.last.h[L].double()
+    x = h / torch.sqrt((h**2).mean(-1, keepdim=True) + norm.variance_epsilon) * norm.weight.double()
+    head = margin_head(measured.lm)
+    u = (head.sign.double()[:, None] * head.weight.double()).sum(0)
+    xc = x - x.mean(0)
+    direction = (xc.T @ xc) @ u
+    cos = torch.nn.functional.cosine_similarity(theirs.q[L, :, 0].double(), direction, dim=0)
+    assert abs(float(cos)) == pytest.approx(1.0, abs=1e-6)
+    torch.testing.assert_close(theirs.core.mean[L], x.mean(0), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="last_layer must be one of"):
+        find_axis(measured, last_layer="pre_norm")
+
+
+def test_newest_position_generation_matches_a_step_by_step_hook(measured):
+    """The batched steering equals, prompt by prompt, the authors' algorithm written out with a forward hook on the block:
+    at every step m0 unedited, the slope from a probe at s = 0.2, s = clip((∓1 − m0)/slope, ±50), the newest position
+    reflected with strength s, one token drawn from that prompt's own generator (seed + i)."""
+    lm, axis, layer = measured.lm, find_axis(measured), 2
+    test = agreement.split(24, 24, seed=3)[1]
+    prompts = [next(t for t in test if t.prompt == p) for p in measured.test.batch.prompts[:5]]
+    plain = Generation("sampled", layer, [""] * 5, [""] * 5, [s.label for s in prompts], [None] * 5, 5, 0)
+    q, mu = axis.q[layer, :, 0].double(), axis.core.mean[layer].double()
+    ids = margin_head(lm).ids
+
+    def copula(logits):
+        return float(torch.logsumexp(logits[ids[:2]], 0) - torch.logsumexp(logits[ids[2:]], 0))
+
+    want = []
+    for i, s in enumerate(prompts):
+        tokens = lm.tokenizer(s.prompt, return_tensors="pt")["input_ids"]
+        g = torch.Generator().manual_seed(7 + i)
+        strength = {"s": 0.0}
+
+        def hook(module, args, output):
+            h = output[0] if isinstance(output, tuple) else output
+            h = h.clone()
+            x = h[0, -1].double() - mu
+            h[0, -1] = (h[0, -1].double() - 2 * strength["s"] * (x @ q) * q).to(h.dtype)
+            return (h,) + tuple(output[1:]) if isinstance(output, tuple) else h
+
+        handle = lm.blocks[layer - 1].register_forward_hook(hook)
+        try:
+            out = []
+            for _ in range(3):
+                def logits(sv):
+                    strength["s"] = sv
+                    with torch.no_grad():
+                        return lm.model(input_ids=tokens).logits[0, -1].double()
+                m0 = copula(logits(0.0))
+                slope = (copula(logits(0.2)) - m0) / 0.2
+                sv = float(np.clip(((-1.0 if m0 > 0 else 1.0) - m0) / slope, -50, 50)) if abs(slope) > 1e-8 else 0.0
+                nxt = llm.sample_tokens(logits(sv)[None], [g])
+                out.append(int(nxt[0]))
+                tokens = torch.cat([tokens, nxt[None]], 1)
+        finally:
+            handle.remove()
+        want.append(out)
+    got = newest_position_generation(measured, axis, layer, prompts, 3, _NoVerbs(), plain, seed=7)
+    assert got.flipped == [lm.tokenizer.decode(w, skip_special_tokens=True) for w in want]
+    assert got.mode == "newest_position" and got.right == sum(n == s.label for n, s in zip(plain.number_plain, prompts))
+    with pytest.raises(ValueError, match="plain must be the sampled Generation"):
+        newest_position_generation(measured, axis, layer, prompts[:2], 3, _NoVerbs(), plain)

@@ -62,6 +62,17 @@ def test_results_page_counts_are_the_metrics_files(site):
     assert publish.front_tally(runs) in text_of(site / "book" / "intro.html")
 
 
+def test_every_figure_enlarges_on_a_click(site):
+    """Every PNG a chapter shows sits inside a lightbox2 link to the same image, and the page loads its script."""
+    for page in sorted((site / "notebooks").glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        images = re.findall(r"<img[^>]*src=\"([^\"]+\.png)\"", html)
+        linked = re.findall(r"<a href=\"([^\"]+\.png)\" data-lightbox=\"[^\"]*\">\s*<img[^>]*src=\"\1\"", html)
+        assert images, f"{page.name}: no figure"
+        assert sorted(linked) == sorted(images), f"{page.name}: figures without a click-to-enlarge link"
+        assert "lightbox-plus-jquery.min.js" in html, f"{page.name}: the lightbox script is not loaded"
+
+
 def machine_paths() -> list[str]:
     """Return the absolute paths of this machine that must not appear on a page."""
     return sorted({str(REPO), str(Path.home()), tempfile.gettempdir(), os.path.realpath(tempfile.gettempdir())})

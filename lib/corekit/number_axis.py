@@ -5,9 +5,14 @@ For one model and a train / test split of agreement prompts: :func:`measure` rea
 core per layer and orients it, :func:`sweep` runs the keep-only / remove / flip ablations over layers
 and picks the layer on the training prompts (from the subject on, each position is edited about its
 own position class's training mean, :mod:`corekit.lm.edits`), :func:`sufficient_rank` asks how many
-core dimensions keep-only needs, :func:`fit_margin` fits the margin on the coordinate, and
-:func:`flip_generation` flips the axis while the model writes (greedy or sampled). Every figure
-reported comes from the held-out prompts.
+core dimensions keep-only needs, :func:`fit_margin` fits the margin on the coordinate,
+:func:`flip_generation` flips the axis while the model writes (greedy or sampled), and
+:func:`newest_position_generation` steers it as the ACE authors' demo does (the newest position only,
+a strength chosen at every step). Every figure reported comes from the held-out prompts.
+
+``find_axis(..., last_layer="post_norm")`` reproduces one step of the authors' ``SVA_uni.py``: at the
+last layer L their axis and mean come from ``hidden_states[L]``, the output of the final norm, while
+their edit acts on the last block's output, before that norm.
 """
 from __future__ import annotations
 
@@ -33,8 +38,12 @@ from corekit.lm import (
     n_offsets,
     position_means,
     prefix,
+    residual_hooks,
     rms_coordinate,
+    sample_tokens,
 )
+from corekit.lm.model import final_logit_softcap
+from corekit.lm.stream import forward
 from corekit.tasks.agreement import Sentence, first_verb_number, labels, margin_head
 
 
@@ -82,7 +91,8 @@ def measure(lm: LM, name: str, train: Sequence[Sentence], test: Sequence[Sentenc
 @dataclass
 class Axis:
     """The oriented rank-1 core of every layer: basis q (L+1, D, 1) (plural = positive), the core (its mean μ),
-    coordinates z = qᵀ(h − μ) on both splits (L+1, N), their held-out AUROC (L+1,) and σ₁²/Σσ² (L+1,)."""
+    coordinates z = qᵀ(h − μ) on both splits (L+1, N), their held-out AUROC (L+1,), σ₁²/Σσ² (L+1,), and the
+    recipe of the last layer (:data:`LAST_LAYER_RECIPES`)."""
 
     core: ace.Core
     q: Tensor
@@ -90,19 +100,54 @@ class Axis:
     z_test: Tensor
     auroc: np.ndarray
     top_energy: np.ndarray
+    last_layer: str = "block_output"
 
 
-def find_axis(m: Measured) -> Axis:
-    """Return the rank-1 ACE core of every layer (Obs = E[g gᵀ] on the training prompts), signed on the training prompts."""
-    h, g = m.train.last.h, m.train.last.g.double()
+#: Where the last layer's axis comes from: the last block's output (where every edit acts), or the final norm's
+#: output (the authors' ``hidden_states[L]``), then applied to the block's output as their hook does.
+LAST_LAYER_RECIPES = ("block_output", "post_norm")
+
+
+def final_norm(lm: LM) -> torch.nn.Module:
+    """Return the model's final norm (the module between the last block and the unembedding)."""
+    norm = getattr(lm.model.base_model, "norm", None)
+    if norm is None:
+        raise ValueError(f"{lm.name}: found no final norm at model.base_model.norm, which the post_norm recipe needs")
+    return norm
+
+
+def post_norm_readings(m: Measured, h: Tensor, grad: bool) -> tuple[Tensor, Tensor | None]:
+    """Return the final norm's output x (N, D) of last-layer residuals h (N, D) and, with ``grad``, ∂margin/∂x (N, D)."""
+    with torch.no_grad():
+        x = final_norm(m.lm)(h.to(m.lm.model.dtype)).detach()
+    if not grad:
+        return x, None
+    x = x.clone().requires_grad_(True)
+    with torch.enable_grad():
+        (gx,) = torch.autograd.grad(margin_head(m.lm)(x).sum(), x)
+    return x.detach(), gx
+
+
+def find_axis(m: Measured, last_layer: str = "block_output") -> Axis:
+    """Return the rank-1 ACE core of every layer (Obs = E[g gᵀ] on the training prompts), signed on the training prompts;
+    ``last_layer="post_norm"`` takes the last layer's from the final norm's output (the authors' recipe)."""
+    if last_layer not in LAST_LAYER_RECIPES:
+        raise ValueError(f"last_layer must be one of {LAST_LAYER_RECIPES}, got {last_layer!r}")
+    h, g, h_test = m.train.last.h, m.train.last.g, m.test.last.h
+    if last_layer == "post_norm":
+        L = m.n_layers
+        x, gx = post_norm_readings(m, h[L], grad=True)
+        x_test, _ = post_norm_readings(m, h_test[L], grad=False)
+        h, g, h_test = (torch.cat([a[:L], b[None].to(a)]) for a, b in ((h, x), (g, gx), (h_test, x_test)))
+    g = g.double()
     obs = torch.einsum("lnd,lne->lde", g, g) / g.shape[1]
     core = ace.extract(h, obs)
     z_train = core.coordinates(h, 1)[..., 0]
     sign = torch.as_tensor(stats.orient(z_train, m.train.y), device=z_train.device)
-    z_test = core.coordinates(m.test.last.h, 1)[..., 0] * sign[:, None]
+    z_test = core.coordinates(h_test, 1)[..., 0] * sign[:, None]
     energy = (core.sigma**2 / (core.sigma**2).sum(-1, keepdim=True))[:, 0]
     return Axis(core, core.q(1) * sign[:, None, None], z_train * sign[:, None], z_test, stats.auroc(z_test, m.test.y),
-                energy.cpu().numpy())
+                energy.cpu().numpy(), last_layer)
 
 
 @dataclass
@@ -251,4 +296,75 @@ def flip_generation(m: Measured, axis: Axis, scope: Sweep, prompts: Sequence[Sen
     right = [i for i, s in enumerate(prompts) if n_plain[i] == s.label]
     switched = sum(n_flipped[i] == 1 - prompts[i].label for i in right)
     return Generation("sampled" if sample else "greedy", layer, plain, flipped, n_plain, n_flipped, len(right),
+                      switched)
+
+
+def newest_position_generation(m: Measured, axis: Axis, layer: int, prompts: Sequence[Sentence], max_new_tokens: int,
+                               nlp, plain: Generation, seed: int = 0, target: float = 1.0, probe: float = 0.2,
+                               cap: float = 50.0, batch_size: int = 64) -> Generation:
+    """Return sampled continuations steered as the ACE authors' demo steers (``SVA_uni.generate_surgical``), scored
+    against the unedited ``plain`` continuations of the same prompts and seeds.
+
+    At every step only the newest position is edited at ``layer``, about the core's mean:
+    h ↦ h − 2 s qqᵀ(h − μ), with a strength s per prompt and step chosen so that the copula margin
+    m = logsumexp(are, were) − logsumexp(is, was) moves to ∓``target`` (its current sign flipped): with m0
+    the unedited margin and m1 the margin at strength ``probe``, s = clip((∓target − m0) / ((m1 − m0) / probe),
+    −``cap``, ``cap``). Earlier positions are never edited (each step re-reads the whole sequence), and
+    sampling is the authors' (temperature 1, top-k 50; prompt i draws with seed ``seed`` + i, as ``plain``).
+    """
+    if plain.mode != "sampled" or len(plain.plain) != len(prompts):
+        raise ValueError(f"plain must be the sampled Generation of the same {len(prompts)} prompts, got "
+                         f"{plain.mode} of {len(plain.plain)}")
+    lm = m.lm
+    lm.check_layer(layer)
+    q, mu = axis.q[layer, :, 0].double(), axis.core.mean[layer].double()
+    ids_verbs = margin_head(lm).ids  # are, were, is, was
+    unembed = lm.model.get_output_embeddings()
+    batch = encode(lm, [s.prompt for s in prompts])
+    eos = lm.tokenizer.eos_token_id
+    eos = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+    steered: list[str] = [""] * len(prompts)
+
+    def logits_at(ids, attn, pos, strength):
+        def steer(h):
+            x = h[:, -1].double() - mu.to(h.device)
+            out = h.clone()
+            out[:, -1] = (h[:, -1].double() - 2 * strength[:, None] * (x @ q)[:, None] * q).to(h.dtype)
+            return out
+        with residual_hooks(lm, write={} if strength is None else {layer: steer}):
+            hidden, _ = forward(lm, ids, attn, pos)
+        return final_logit_softcap(lm, unembed(hidden[:, -1])).double()
+
+    def copula(logits):
+        return (torch.logsumexp(logits[:, ids_verbs[:2]], -1) - torch.logsumexp(logits[:, ids_verbs[2:]], -1))
+
+    with torch.no_grad():
+        for idx in batch.groups(batch_size):
+            sub, _ = batch.rows(idx)
+            ids, attn, pos = sub.input_ids, sub.attention_mask, sub.position_ids
+            generators = [torch.Generator().manual_seed(seed + int(i)) for i in idx.tolist()]
+            done = torch.zeros(len(idx), dtype=torch.bool, device=lm.device)
+            out = []
+            for _ in range(max_new_tokens):
+                m0 = copula(logits_at(ids, attn, pos, None))
+                slope = (copula(logits_at(ids, attn, pos, torch.full_like(m0, probe))) - m0) / probe
+                goal = torch.where(m0 > 0, -target, target)
+                strength = torch.where(slope.abs() > 1e-8, ((goal - m0) / slope.where(slope.abs() > 1e-8, 1.0))
+                                       .clamp(-cap, cap), torch.zeros_like(m0))
+                chosen = sample_tokens(logits_at(ids, attn, pos, strength), generators).to(lm.device)
+                nxt = torch.where(done, torch.full_like(chosen, lm.tokenizer.pad_token_id), chosen)
+                out.append(nxt)
+                done |= torch.tensor([int(t) in eos for t in nxt], device=lm.device)
+                if bool(done.all()):
+                    break
+                ids = torch.cat([ids, nxt[:, None]], 1)
+                attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)
+                pos = torch.cat([pos, pos[:, -1:] + 1], 1)
+            for j, row in zip(idx.tolist(), torch.stack(out, 1).tolist()):
+                cut = next((i for i, t in enumerate(row) if t in eos), len(row))
+                steered[j] = lm.tokenizer.decode(row[:cut], skip_special_tokens=True)
+    n_steered = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, steered)]
+    right = [i for i, s in enumerate(prompts) if plain.number_plain[i] == s.label]
+    switched = sum(n_steered[i] == 1 - prompts[i].label for i in right)
+    return Generation("newest_position", layer, plain.plain, steered, plain.number_plain, n_steered, len(right),
                       switched)
