@@ -73,6 +73,27 @@ def test_every_figure_enlarges_on_a_click(site):
         assert "lightbox-plus-jquery.min.js" in html, f"{page.name}: the lightbox script is not loaded"
 
 
+#: Chapters whose published run predates their figures' captions (the next republish of each removes it); the test
+#: fails once a listed chapter has them, so the entry goes with it.
+UNCAPTIONED = {"02_grokking_cores", "03_grokking_scaling_law", "06_entk_transformer_modular", "07_entk_gemma_grammar"}
+
+
+def test_every_figure_has_a_numbered_caption(site):
+    """Every figure a chapter's outputs show sits in a <figure> with a numbered caption that is not empty."""
+    captioned = set()
+    for page in sorted((site / "notebooks").glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        outputs = re.findall(r'<div class="cell_output docutils container">(.*?)</div>\s*</div>', html, flags=re.S)
+        shown = [o for o in outputs if "<img" in o]
+        ok = [o for o in shown if re.search(r'<span class="caption-number">Fig\. \d+ </span><span class="caption-text">'
+                                             r'[^<]{20,}', o)]
+        if shown and len(ok) == len(shown):
+            captioned.add(page.stem)
+        elif page.stem not in UNCAPTIONED:
+            pytest.fail(f"{page.name}: {len(shown) - len(ok)} of {len(shown)} figures have no numbered caption")
+    assert not captioned & UNCAPTIONED, f"captioned now, so drop from UNCAPTIONED: {sorted(captioned & UNCAPTIONED)}"
+
+
 def machine_paths() -> list[str]:
     """Return the absolute paths of this machine that must not appear on a page."""
     return sorted({str(REPO), str(Path.home()), tempfile.gettempdir(), os.path.realpath(tempfile.gettempdir())})
