@@ -409,8 +409,9 @@ if len(models) > 1:
 # `hidden_states[L]`, which in Hugging Face models is the *final norm's output*, but their edit acts on the
 # last block's output, *before* that norm. `find_axis(..., last_layer="post_norm")` reproduces that step;
 # this chapter's own recipe (`"block_output"`) takes the axis where the edit acts. Every other layer is the
-# same under both. The authors pick the layer by the lowest flip AUROC on their *test* half; the table below
-# uses their rule on both sides.
+# same under both. The authors pick the layer by the lowest flip AUROC on their *test* half; the comparison
+# below uses their rule on both sides. Their code does not edit layer 0 (the embeddings: it reports the base
+# AUROC there), so the comparison runs over layers 1 to $L$.
 #
 # **Their sentences, checked.** Each sentence is checked by the rules of `corekit.tasks.sva_sentences`
 # (the kinds below): a sentence is an agreement prompt only if its next word is a verb that must agree with the
@@ -443,13 +444,13 @@ for name in models if authors is not None else []:
     s_bo = sweep(mt, axes_t["block_output"], [L], "last")
     kinds = ("keep_only", "remove", "flip")
     flips = {"post_norm": s_pn.auroc["flip"], "block_output": np.r_[s_pn.auroc["flip"][:L], s_bo.auroc["flip"]]}
-    layers_t = {recipe: int(np.argmin(f)) for recipe, f in flips.items()}  # the authors' rule: lowest held-out flip
+    layers_t = {recipe: 1 + int(np.argmin(f[1:])) for recipe, f in flips.items()}  # the authors' rule, layers 1 … L
     layer_t = layers_t["post_norm"]
     well_formed = np.array(their.clean(te))
     on_theirs[name] = (mt, axes_t, s_pn, s_bo)
     comparison[name] = dict(
         base=mt.base_auroc, layer=layer_t,
-        max_diff=max(abs(float(s_pn.auroc[k][r["layer"]]) - r[k]) for r in rec["layer_sweep"] for k in kinds),
+        max_diff=max(abs(float(s_pn.auroc[k][r["layer"]]) - r[k]) for r in rec["layer_sweep"][1:] for k in kinds),
         at_layer={k: float(s_pn.auroc[k][layer_t]) for k in kinds},
         last={recipe: {k: float(sw.auroc[k][-1]) for k in kinds} for recipe, sw in (("post_norm", s_pn),
                                                                                    ("block_output", s_bo))},
@@ -479,7 +480,7 @@ if len(comparison) > 1:
 if on_theirs:
     fig, axs = plt.subplots(1, len(on_theirs), figsize=(5.2 * len(on_theirs), 3.4), squeeze=False)
     for ax, (name, (mt, _, s_pn, s_bo)) in zip(axs[0], on_theirs.items()):
-        rows = authors["models"][name]["layer_sweep"]
+        rows = authors["models"][name]["layer_sweep"][1:]  # their code does not edit layer 0 (it reports the base)
         for kind, colour in (("keep_only", "#0072B2"), ("remove", "#D55E00"), ("flip", "#009E73")):
             ax.plot(s_pn.auroc[kind], "-", color=colour, lw=1.2, label=f"{kind}, this library")
             ax.plot([r["layer"] for r in rows], [r[kind] for r in rows], "o", ms=4, mfc="none", color=colour,
