@@ -38,6 +38,7 @@ def site(tmp_path_factory) -> Path:
 def text_of(path: Path) -> str:
     """Return the visible text of an HTML page (tags dropped, entities decoded, spaces collapsed)."""
     raw = re.sub(r"<(script|style)\b.*?</\1>", " ", path.read_text(encoding="utf-8"), flags=re.S)
+    raw = raw.replace("<wbr>", "")                                             # a break opportunity inside an id
     text = unescape(re.sub(r"<[^>]+>", " ", raw)).translate(str.maketrans("‘’“”", "''\"\""))   # Sphinx's smart quotes
     return " ".join(text.split())
 

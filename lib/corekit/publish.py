@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import html
 import json
 import re
 import shutil
@@ -266,6 +267,12 @@ def cell(value: object, width: int | None = VALUE_WIDTH) -> str:
     return MARKUP.sub(r"\\\g<0>", text)
 
 
+def id_cell(claim_id: str) -> str:
+    """Return a claim id as inline code that a narrow column may break only after an underscore or before a bracket."""
+    parts = re.split(r"(?<=_)|(?=\[)", claim_id)
+    return '<code class="docutils literal notranslate">' + "<wbr>".join(html.escape(p) for p in parts) + "</code>"
+
+
 def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | None = None) -> list[str]:
     """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
     weights (a claim's own ``authors`` value, else ``oracle`` {claim id: value} from ``results/oracle/``), quick
@@ -277,7 +284,7 @@ def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | Non
     quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for claim in shown.get("claims", []):
-        values = [f"`{claim['id']}`", cell(claim.get("paper")), cell(claim.get("measured"))]
+        values = [id_cell(claim["id"]), cell(claim.get("paper")), cell(claim.get("measured"))]
         if authors:
             values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
         if quick:
