@@ -150,7 +150,7 @@ for row in rows:
 # training set is fitted early, the test accuracy jumps later, and the jump comes sooner under
 # stronger weight decay. The dots mark the two steps whose difference is $\tau$.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Training (dotted) and held-out (solid) accuracy for each weight decay \u03c9 of the \u03c9 sweep, with the steps where each reaches 0.99 (dots); grokking time \u03c4 is the gap between them.", "name": "fig-03-accuracy"}}
 fig, ax = plt.subplots(figsize=(8, 3.6))
 for i, w in enumerate(weight_decays):
     r = next(r for r in omega_runs if r.weight_decay == w)
@@ -200,7 +200,7 @@ if log_fit is not None:
     print(f"log law: p_c {p_c_interval.summary()}; against a plain power law: " +
           ", ".join(f"{k} {v:.3g}" for k, v in laws.items()))
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Grokking time \u03c4 against weight decay \u03c9 (left) and modulus p (right), every seed in grey and geometric means in black, with the power-law fit and its bootstrap band (blue) and, for p, the log law \u2212\u03a9 log(1 \u2212 p_c/p) (orange, dashed); open triangles are runs that had not grokked by the end (\u03c4 above the point).", "name": "fig-03-tau"}}
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 for ax, points, runs, name, key in ((axes[0], omega_points, omega_runs, "ω", "weight_decay"),
                                     (axes[1], p_points, p_runs, "p", "p")):
@@ -244,7 +244,7 @@ grokked = [r for r in results if not r.censored and r.tau > 0]
 products = scaling.collapse_values([r.p for r in grokked], [r.weight_decay for r in grokked], [r.tau for r in grokked])
 collapse_cv = scaling.coefficient_of_variation(products) if len(products) >= 2 else float("nan")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "\u03c4\u00b7\u03c9\u00b7p for every run of both sweeps: if \u03c4 \u221d 1/(\u03c9 p), the points fall on one level (the dashed mean; the coefficient of variation in the legend says how far they scatter).", "name": "fig-03-collapse"}}
 fig, ax = plt.subplots(figsize=(8, 3.4))
 for runs, name, color in ((p_runs, "p sweep", "C0"), (omega_runs, "ω sweep", "C1")):
     runs = [r for r in runs if not r.censored and r.tau > 0]

@@ -133,7 +133,7 @@ logged = [e + 1 for e in log_epochs]                                     # our e
 milestones = [{level: first_step_reaching(log_epochs, test_acc[logged, i], level) for level in (0.5, 0.99)}
               for i in range(len(all_seeds))]                            # on the authors' logged epochs
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Training and held-out accuracy of each seed (dotted black: the authors' code on the same seed), with the epochs the paper marks (150 dashed, 1900 dotted).", "name": "fig-06-training"}}
 fig, axes = plt.subplots(1, len(seeds), figsize=(5 * len(seeds), 3.4), squeeze=False)
 for ax, (i, seed) in zip(axes[0], enumerate(seeds)):
     ax.plot(epoch_axis, train_acc[:, i], label="train")
@@ -187,7 +187,7 @@ for seed, k, share, null in zip(all_seeds, keys, key_share, null_share):
     print(f"seed {seed}: key frequencies {k} hold {share:.1%} of the embedding's non-constant Fourier power "
           f"(initial embedding, its {len(k)} strongest: {null:.1%})")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of the embedding's Fourier power at each frequency k, per seed; the key frequencies (orange) are the ones the model uses.", "name": "fig-06-keys"}}
 fig, axes = plt.subplots(1, len(seeds), figsize=(5 * len(seeds), 3), squeeze=False)
 ks = np.arange(1, p // 2 + 1)
 for ax, seed, W, k in zip(axes[0], seeds, W_E, keys):
@@ -221,7 +221,7 @@ for seed, g in zip(seeds, grouped):
     print(f"seed {seed}: W_Q + W_K + W_V + W_O as one kernel: input {g['input'][0]:.3f} | {g['input'][1]:.3f}, "
           f"sum {g['sum'][0]:.3f} | {g['sum'][1]:.3f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Overlap of the leading eigenvectors of four parameter blocks' eNTK with the a + b features (circles) and the input a, b features (squares) at the key frequencies, per seed; the dotted lines mark 2 and 4 times the number of keys, the sizes of the expected blocks.", "name": "fig-06-features"}}
 fig, axes = plt.subplots(len(seeds), 4, figsize=(15, 3.3 * len(seeds)), sharey=True, squeeze=False,
                          layout="constrained")
 SHOWN = ["0.W_in", "0.W_O", "0.W_out", "W_U"]
@@ -269,7 +269,7 @@ for i, seed in enumerate(seeds):
     print(f"seed {seed}: unembedding [0:{2 * len(keys[i]) + 1}] vs sum features {curve[0]:.3f} after epoch "
           f"{dyn_epochs[0]}, {curve[-1]:.3f} at the end; its derivative peaks at epoch {t_peak:.0f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The unembedding eNTK's overlap with the sum features over training (circles), its derivative (\u00d7 100), and the held-out accuracy, per seed; the orange line is the derivative's peak, the black lines the paper's epochs 150 and 1900.", "name": "fig-06-dynamics"}}
 fig, axes = plt.subplots(1, len(seeds), figsize=(5.5 * len(seeds), 3.6), squeeze=False, layout="constrained")
 for ax, i, seed, d in zip(axes[0], range(len(seeds)), seeds, dynamics):
     n = 2 * len(keys[i])
@@ -307,7 +307,7 @@ for i, seed in enumerate(all_seeds):
     print(f"seed {seed}: test accuracy {s['test']:.3f}, {s['n_keys']} keys {keys[i]}, unembedding sum {s['sum']:.3f}, "
           f"input {s['input']:.3f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Unembedding alignment with the sum (circles) and input (squares) features against the number of key frequencies, one point per seed (filled: test accuracy \u2265 0.99).", "name": "fig-06-keys-alignment"}}
 fig, ax = plt.subplots(figsize=(6, 3.6))
 for s in summary:
     done = s["test"] >= 0.99

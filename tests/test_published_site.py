@@ -103,12 +103,7 @@ def machine_paths() -> list[str]:
 
 #: (page, word) noise a published run still shows, with why and what removes it; the test fails once it is gone, so
 #: the entry goes with it.
-KNOWN_NOISE = {
-    # numpy's RuntimeWarning (log1p) when a leave-one-out fit of the log law tries p_c >= p: to be silenced in
-    # corekit.scaling, then 03 re-run.
-    ("notebooks/03_grokking_scaling_law.html", "RuntimeWarning"),
-    ("notebooks/03_grokking_scaling_law.html", "Warning:"),
-}
+KNOWN_NOISE: set[tuple[str, str]] = set()
 WARNING_WORDS = ("TqdmWarning", "UserWarning", "DeprecationWarning", "RuntimeWarning", "Warning:")
 
 

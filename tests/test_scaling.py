@@ -1,5 +1,7 @@
 """Scaling-law fits against SciPy's regression, known synthetic laws and bootstrap coverage."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -36,6 +38,13 @@ def test_log_law_fit_recovers_its_parameters():
     assert fit.params["p_c"] == pytest.approx(17.0, rel=1e-4)
     assert fit.r2 == pytest.approx(1.0, abs=1e-9)
     assert log_law(1e6, 5000.0, 17.0) == pytest.approx(5000.0 * 17.0 / 1e6, rel=1e-4)   # Ω·p_c/p for large p
+
+
+def test_log_law_is_infinite_at_and_below_p_c_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tau = log_law(np.array([10.0, 17.0, 18.0]), 5000.0, 17.0)
+    assert np.isinf(tau[:2]).all() and tau[2] == pytest.approx(-5000.0 * np.log(1 - 17 / 18))
 
 
 def test_bootstrap_interval_covers_the_true_exponent():

@@ -47,8 +47,11 @@ def power_law_fit(x, y) -> Fit:
 
 
 def log_law(p, omega_scale: float, p_c: float) -> np.ndarray:
-    """Return τ(p) = −Ω·log(1 − p_c/p) (≈ Ω·p_c/p for p ≫ p_c) at p (n,)."""
-    return -omega_scale * np.log1p(-p_c / np.asarray(p, dtype=float))
+    """Return τ(p) = −Ω·log(1 − p_c/p) (≈ Ω·p_c/p for p ≫ p_c) at p (n,); inf where p ≤ p_c (the law's "never")."""
+    ratio = p_c / np.asarray(p, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = -omega_scale * np.log1p(-np.minimum(ratio, 1.0))
+    return np.where(ratio >= 1.0, np.inf, tau)
 
 
 def log_law_fit(p, tau) -> Fit:
