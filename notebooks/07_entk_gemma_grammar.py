@@ -178,7 +178,7 @@ for s in spec.layers.values():
           f"max ‖K̃v − λv‖/λ over the top {top_k}: {rel.max():.1e} (top 5: {rel[:5].max():.1e})")
 head_spec = spec.layers[layer]
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Left: the top eigenvalues of each layer's eNTK, found by Lanczos. Right: each eigenpair's relative residual \u2016K\u0303v \u2212 \u03bbv\u2016/\u03bb; pairs below the dotted line are converged to the tolerance.", "name": "fig-07-eigenvalues"}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
 for s in spec.layers.values():
     ax1.semilogy(np.arange(1, top_k + 1), s.pairs.values.cpu(), "o-", ms=3, label=s.module)
@@ -250,7 +250,7 @@ print(f"{head_spec.module}, held out, mean of {split_seeds} splits:")
 label_table(head.entk_pos, head.pca_pos, head.pos)
 label_table(head.entk_morph, head.pca_morph, head.morph)
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out AUROC of the eNTK eigenvectors and of the PCA directions for each word class (left) and morphological feature (right), mean \u00b1 sd over the splits; 0.5 (dotted) is chance.", "name": "fig-07-auroc"}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6),
                                gridspec_kw=dict(width_ratios=[8, max(4, len(labels.morph.names))]))
 for ax, (e, p, d, title) in ((ax1, (head.entk_pos, head.pca_pos, head.pos, "word classes")),
@@ -290,7 +290,7 @@ print(f"best eNTK layer (train): model.layers.{best_layer}; test POS macro AUROC
       f"{results[best_layer].entk_pos.auroc().mean():.3f} / PCA there {results[best_layer].pca_pos.auroc().mean():.3f}")
 print(f"best PCA layer (train): model.layers.{best_pca}; test POS macro AUROC {pca_sweep[best_pca].auroc().mean():.3f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Macro AUROC over the word classes (solid) and the morphological features (dotted) of the eNTK eigenvectors (circles) and PCA directions (squares) at each block; the vertical line marks the block analysed above.", "name": "fig-07-layers"}}
 fig, ax = plt.subplots(figsize=(6, 3.4))
 ax.plot(list(pca), [pca_sweep[l].auroc().mean() for l in pca], "s--", ms=3, label="PCA: POS (test)")
 ax.plot(layers, [results[l].entk_pos.auroc().mean() for l in layers], "o-", label="eNTK: POS (test)")
@@ -315,7 +315,7 @@ for k in range(min(n_show, top_k)):
     for s, text, word, upos in grammar.top_contexts(scores[k], sel.contexts, n_top_contexts):
         print(f"   {s:+8.3f}  …{text!r} -> {word!r} [{upos}]")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Each top eigenvector's score on every token, one row per word class: an eigenvector that picks out a class sets that row apart from the others.", "name": "fig-07-scores"}}
 fig, axes = plt.subplots(1, min(n_show, top_k), figsize=(4 * min(n_show, top_k), 3.2), squeeze=False)
 for k, ax in enumerate(axes[0]):
     for i, c in enumerate(grammar.UPOS_CLASSES):
