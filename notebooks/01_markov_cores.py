@@ -142,7 +142,7 @@ for name, train_set in train_sets.items():
                                      eval_every=max(1, steps // 20), eval_train_size=512, progress=False)
 untrained = BatchedTransformer(config, seeds).to(dev).eval()
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out next-state accuracy during training, one colour per seed, against the Bayes accuracy (dashed black) and the stationary guess (dotted grey): left the paper's chain (dashed lines: the shuffled-target control), right the rank-deficient chain.", "name": "fig-01-training"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
 for ax, chain in zip(axes, chains):
     runs = ["paper", "shuffled"] if chain == "paper" else ["deficient"]
@@ -180,7 +180,7 @@ for name, (chain, model) in ensembles.items():
           f"per seed {results[name].rank.tolist()} (rank(T − 1πᵀ) = {expected_rank[chain]})")
 test_acc = {name: results[name].base_acc.double().cpu().numpy() for name in chains}
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "ACE spectrum (each component's share of \u03c3\u00b2) of the trained models (circles), their untrained twins (crosses) and the shuffled-target control (squares). The dashed line marks the rank of T \u2212 1\u03c0\u1d40, the dimensions a model needs to carry the chain's algorithm; the dotted line is the energy threshold.", "name": "fig-01-spectrum"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 for ax, chain in zip(axes, chains):
     for name, style in [(chain, "o-"), (f"{chain}, untrained", "x:"), (f"{chain}, shuffled", "s--")]:
@@ -224,7 +224,7 @@ for chain in chains:
           f"{validation[chain]['necessary']}; keep-only / model accuracy at the core rank "
           f"{validation[chain]['ratio'].round(4)}, accuracy after removal {validation[chain]['removed'].round(4)}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy when only the top-r core directions are kept (circles) or removed (squares), against r: a sufficient core reaches the Bayes accuracy (dashed) at small r, and a necessary one leaves about the stationary guess (dotted) once removed.", "name": "fig-01-ablations"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 for ax, chain in zip(axes, chains):
     res = results[chain]
@@ -278,7 +278,7 @@ for name, (chain, _model) in ensembles.items():
     print(f"{name}: max |eig(A) − eig(T)| per seed {np.round(fit['err'], 4)}; "
           f"R²_core / R²_oracle per seed {fit['r2_ratio'].round(4)}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvalues of the transition operator fitted on the core coordinates (dots, one colour per seed) and on the untrained control (crosses), with the chain's own core eigenvalues as the reference: a recovered algorithm puts the dots on the reference points.", "name": "fig-01-operator"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.8))
 for ax, chain in zip(axes, chains):
     plots.complex_plane(ax, reference=markov.core_eigenvalues(chains[chain], expected_rank[chain]))
@@ -372,7 +372,7 @@ for name, (chain, _model) in ensembles.items():
 print(f"max |cos| of weights: trained {np.abs(metrics.off_diagonal(weight_cos)).max():.4f}, "
       f"at initialisation {np.abs(metrics.off_diagonal(weight_cos_init)).max():.4f}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Do the seeds agree? Left: |cos| between the seeds' weights; middle: the overlap of their core projectors; right: the smallest top-r canonical correlation of their core coordinates. Low weight cosines beside high core overlaps mean different weights carrying the same core.", "name": "fig-01-seeds"}}
 labels = [f"seed {s}" for s in seeds]
 fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), layout="constrained")
 plots.heatmap(axes[0], np.abs(weight_cos), labels, "|cos| of weights (paper chain)")
@@ -381,6 +381,7 @@ plots.heatmap(axes[2], compared["paper"]["cca_min"], labels, "min top-r canonica
 plots.savefig(fig, "model_comparison")
 plt.show()
 
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Each ensemble's headline numbers (blue: trained on a chain, grey: controls): the smallest canonical correlation between seeds, the largest error of the fitted operator's eigenvalues, and the smallest ratio of the core's R\u00b2 to the oracle's.", "name": "fig-01-controls"}}
 names = list(ensembles)
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
 for ax, (title, values) in zip(axes, [
