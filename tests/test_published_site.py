@@ -76,8 +76,7 @@ def test_every_figure_enlarges_on_a_click(site):
 
 #: Chapters whose published run predates their figures' captions (the next republish of each removes it); the test
 #: fails once a listed chapter has them, so the entry goes with it.
-UNCAPTIONED = {"01_markov_cores", "02_grokking_cores", "03_grokking_scaling_law", "06_entk_transformer_modular",
-               "07_entk_gemma_grammar"}
+UNCAPTIONED: set[str] = set()
 
 
 def test_every_figure_has_a_numbered_caption(site):
