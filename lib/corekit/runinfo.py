@@ -89,11 +89,7 @@ def threads() -> int | None:
 
 
 def git_state(folder: Path | None = None) -> dict:
-    """Return {commit, dirty} of the git checkout holding ``folder`` (the working directory); None outside git.
-
-    ``dirty`` counts changes to tracked files outside ``results/``: publishing one chapter writes there,
-    and must not mark the next chapter's run, made from the same checkout, as made from a changed tree.
-    """
+    """Return {commit, dirty} of the git checkout holding ``folder`` (the working directory); None outside git."""
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=30)
@@ -104,7 +100,7 @@ def git_state(folder: Path | None = None) -> dict:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results")
+    status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
 
 
