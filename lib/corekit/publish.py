@@ -410,7 +410,7 @@ def overview_table(runs: dict[str, Run]) -> list[str]:
         counts = tally(metrics)
         rows.append(f"| {{doc}}`{name[:2]} <../notebooks/{name}>` | {metrics.get('profile', '?')} | "
                     f"{duration(metrics.get('runtime_s'))} | "
-                    f"`{commit}` | {counts['pass']} | {counts['fail']} | {counts['reported']} | "
+                    f"{commit} | {counts['pass']} | {counts['fail']} | {counts['reported']} | "
                     f"{verdict_line(metrics)} |")
     return rows
 
