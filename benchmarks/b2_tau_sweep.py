@@ -21,7 +21,8 @@ import time
 import torch
 from common import add_common_arguments, emit, setup, sync
 
-from corekit.cli import effective_parameters, find_root, get_notebook, parse_value, read_parameters
+from corekit.book.notebooks import find_root, get_notebook
+from corekit.book.parameters import effective_parameters, parse_value, read_parameters
 from corekit.sweep import RunSpec, SweepSettings, grid, run_shard, run_sweep, shard_problem, shards
 from corekit.tasks.modular import modular_addition
 from corekit.train import steps_per_epoch, train_ensemble

@@ -1,7 +1,7 @@
 """Fixtures shared by the command-line tests."""
 import pytest
 
-from corekit import cli
+from corekit.book import execute
 
 
 @pytest.fixture
@@ -9,4 +9,4 @@ def no_kernel(monkeypatch):
     """Fail the test if corekit gets as far as starting a kernel."""
     def refuse(*args, **kwargs):
         raise AssertionError("a kernel was started for a refused request")
-    monkeypatch.setattr(cli, "run_papermill", refuse)
+    monkeypatch.setattr(execute, "run_papermill", refuse)

@@ -18,7 +18,7 @@ import pytest
 from browser import CHROMIUM, MISSING, chromium, serve
 from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
-from corekit import book as bookfiles
+from corekit.book import notebooks
 
 pytestmark = pytest.mark.book
 
@@ -31,7 +31,7 @@ CLAIM_KEYS = {"id", "paper", "measured", "target", "pass"}
 @pytest.fixture(scope="session")
 def book_root(tmp_path_factory) -> Path:
     """The repository, or a copy of it with stand-ins for notebooks listed in _toc.yml but not written yet."""
-    listed = [f.split("/", 1)[1] for f in bookfiles.toc_files(REPO) if f.startswith("notebooks/")]
+    listed = [f.split("/", 1)[1] for f in notebooks.toc_files(REPO) if f.startswith("notebooks/")]
     missing = [name for name in listed if not (REPO / "notebooks" / f"{name}.py").is_file()]
     if not missing:
         return REPO
@@ -102,11 +102,11 @@ def local_target(page: Path, url: str) -> Path | None:
 
 def notebook_pages(html: Path, book_root: Path) -> list[Path]:
     """Return the HTML page of every notebook in the toc."""
-    return [html / "notebooks" / f"{name}.html" for name in bookfiles.toc_notebooks(book_root)]
+    return [html / "notebooks" / f"{name}.html" for name in notebooks.toc_notebooks(book_root)]
 
 
 def test_every_notebook_executes_and_writes_its_metrics(book_root, executed):
-    for name in bookfiles.notebook_names(book_root):
+    for name in notebooks.notebook_names(book_root):
         assert (executed / f"{name}.ipynb").is_file(), f"no executed notebook for {name}"
         metrics = json.loads((executed / f"{name}.metrics.json").read_text())
         assert metrics["notebook"] == name
@@ -120,14 +120,14 @@ def test_every_notebook_executes_and_writes_its_metrics(book_root, executed):
 
 def test_book_reuses_the_executed_notebooks(book, book_root):
     done, html = book
-    for name in bookfiles.toc_notebooks(book_root):
+    for name in notebooks.toc_notebooks(book_root):
         assert f"{name}: reusing" in done.stdout, f"corekit book re-executed {name}"
     assert (html / "index.html").is_file()
 
 
 def test_every_toc_page_is_built(book, book_root):
     _, html = book
-    missing = [f for f in bookfiles.toc_files(book_root) if not (html / f"{f}.html").is_file()]
+    missing = [f for f in notebooks.toc_files(book_root) if not (html / f"{f}.html").is_file()]
     assert not missing, f"pages in _toc.yml without HTML: {missing}"
 
 

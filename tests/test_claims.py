@@ -79,7 +79,7 @@ def test_claims_capture_the_parameters_cell_from_the_callers_globals(tmp_path, m
 
 
 def test_authors_values_get_their_own_column(tmp_path):
-    from corekit.publish import claims_table
+    from corekit.book.publish import claims_table
     claims = Claims("nb", parameters={})
     claims.add("plain", 1.0, target="reported")
     assert "authors" not in claims.table()._repr_markdown_()
@@ -98,7 +98,7 @@ def test_authors_values_get_their_own_column(tmp_path):
 def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     import nbformat
 
-    from corekit.publish import Run, results_page
+    from corekit.book.publish import Run, results_page
     folder = tmp_path / "results" / "02_demo"
     folder.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Demo")]), folder / "02_demo.ipynb")
@@ -134,7 +134,7 @@ def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, mon
 def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tmp_path):
     import nbformat
 
-    from corekit.publish import Run, results_page, verdict_line
+    from corekit.book.publish import Run, results_page, verdict_line
     runs, long_target = {}, "a target that is much longer than any shortened value cell would keep, " * 3
     for name, verdicts in (("01_all", [True, True]), ("02_some", [True, False, None]), ("03_none", [False, False])):
         folder = tmp_path / name

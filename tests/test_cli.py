@@ -10,7 +10,7 @@ import pytest
 import yaml
 from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
 
-from corekit import book, parameters
+from corekit.book import errors, notebooks, parameters, site, source_hash
 
 # Every test here runs the command line on a throwaway book, most of them executing a notebook.
 pytestmark = pytest.mark.notebook
@@ -75,9 +75,9 @@ def test_failing_claim_does_not_fail_the_run(override_run):
 
 def test_source_hash_depends_on_the_parameters(repo, override_run):
     _, out = override_run
-    nb = book.Notebook(repo, TINY)
-    assert load_metrics(out)["source_hash"] == book.source_hash(nb, {"scale": 3, "matrix": MATRIX})
-    assert book.source_hash(nb, {"scale": 3}) != book.source_hash(nb, {"scale": 4})
+    nb = notebooks.Notebook(repo, TINY)
+    assert load_metrics(out)["source_hash"] == source_hash.source_hash(nb, {"scale": 3, "matrix": MATRIX})
+    assert source_hash.source_hash(nb, {"scale": 3}) != source_hash.source_hash(nb, {"scale": 4})
 
 
 def test_failing_cell_fails_the_run_and_keeps_the_partial_notebook(repo, tmp_path):
@@ -175,12 +175,12 @@ def test_list_shows_parameters_and_defaults(repo):
     ("{a: 1}", {"a": 1}),
 ])
 def test_parameter_values_are_yaml(text, value):
-    assert book.parse_value("x", text) == value
+    assert parameters.parse_value("x", text) == value
 
 
 def test_unparsable_value_names_the_parameter():
-    with pytest.raises(book.CorekitError, match=r"-p transition: cannot parse '\[\[0.5' as YAML"):
-        book.parse_value("transition", "[[0.5")
+    with pytest.raises(errors.CorekitError, match=r"-p transition: cannot parse '\[\[0.5' as YAML"):
+        parameters.parse_value("transition", "[[0.5")
 
 
 def test_parameters_cell_parsing():
@@ -197,15 +197,15 @@ def test_toc_order_and_notebooks(tmp_path):
                                                                 "sections": [{"file": "book/x"}]}]},
         {"caption": "B", "chapters": [{"file": "book/bibliography"}]}]}
     (tmp_path / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
-    assert book.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x",
+    assert notebooks.toc_files(tmp_path) == ["book/intro", "book/ace", "notebooks/00_tiny", "book/x",
                                        "book/bibliography"]
-    with pytest.raises(book.CorekitError, match="_toc.yml lists notebooks/00_tiny but no such .py exists"):
-        book.toc_notebooks(tmp_path)
+    with pytest.raises(errors.CorekitError, match="_toc.yml lists notebooks/00_tiny but no such .py exists"):
+        notebooks.toc_notebooks(tmp_path)
 
 
 def test_staged_config_turns_execution_off_and_keeps_the_ipynb():
-    root_config = yaml.safe_load((book.find_root() / "_config.yml").read_text())
-    staged = book.staged_config(root_config)
+    root_config = yaml.safe_load((notebooks.find_root() / "_config.yml").read_text())
+    staged = site.staged_config(root_config)
     assert staged["execute"]["execute_notebooks"] == "off"
     assert "notebooks/*.ipynb" not in staged["exclude_patterns"] and "_build" in staged["exclude_patterns"]
     assert "nb_custom_formats" not in staged["sphinx"]["config"]
@@ -219,7 +219,7 @@ def test_staged_notebooks_show_each_progress_bar_once():
                {"output_type": "stream", "name": "stderr", "text": "\n"},
                {"output_type": "stream", "name": "stdout", "text": "a\rb\nc\n"},
                {"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}}]
-    tidy = book.tidy_streams(outputs)
+    tidy = site.tidy_streams(outputs)
     assert [o.get("text") for o in tidy] == ["train: 100%|\n", "b\nc\n", None]
     assert outputs[0]["text"] == "\rtrain:   0%|"  # the executed notebook is left as it is
 
@@ -230,7 +230,7 @@ def test_staged_notebooks_drop_tqdms_missing_widgets_warning_only():
     outputs = [{"output_type": "stream", "name": "stderr", "text": warning},
                {"output_type": "stream", "name": "stdout", "text": "loaded\n"},
                {"output_type": "stream", "name": "stderr", "text": "UserWarning: a real one\n" + warning}]
-    assert [(o["name"], o["text"]) for o in book.tidy_streams(outputs)] == [("stdout", "loaded\n"),
+    assert [(o["name"], o["text"]) for o in site.tidy_streams(outputs)] == [("stdout", "loaded\n"),
                                                                           ("stderr", "UserWarning: a real one\n")]
 
 
@@ -245,25 +245,25 @@ def test_source_hash_covers_what_the_notebook_imports_and_nothing_else(tmp_path)
              "data/corpus.jsonl": "{}\n", "data/other.jsonl": "{}\n"}
     for name, text in files.items():
         (library / name).write_text(text)
-    nb = book.Notebook(root, TINY)
-    assert {p.relative_to(library).as_posix() for p in book.library_closure(nb)} == \
+    nb = notebooks.Notebook(root, TINY)
+    assert {p.relative_to(library).as_posix() for p in source_hash.library_closure(nb)} == \
         {"__init__.py", "ace.py", "tasks/__init__.py", "tasks/markov.py"}
-    before = book.source_hash(nb, {})
+    before = source_hash.source_hash(nb, {})
     for unrelated in ("cli.py", "lm.py", "data/other.jsonl"):  # the command line, and files the notebook never reads
         (library / unrelated).write_text("x = 2\n")
-        assert book.source_hash(nb, {}) == before, unrelated
+        assert source_hash.source_hash(nb, {}) == before, unrelated
     for name, text in (("tasks/markov.py", "x = 2\nCORPUS = 'corpus.jsonl'\n"), ("data/corpus.jsonl", "[]\n")):
         (library / name).write_text(text)
-        assert book.source_hash(nb, {}) != before, name
-        before = book.source_hash(nb, {})
+        assert source_hash.source_hash(nb, {}) != before, name
+        before = source_hash.source_hash(nb, {})
 
 
 def test_staged_book_resolves_every_literalinclude(tmp_path):
     import ast
     import re
 
-    root = book.find_root()
-    stage = book.stage_book(root, {}, tmp_path / "stage")
+    root = notebooks.find_root()
+    stage = site.stage_book(root, {}, tmp_path / "stage")
     includes = [(page, path, obj) for page in (stage / "book").glob("*.md")
                 for path, obj in re.findall(r"```\{literalinclude\} (\S+)\n(?:.*\n)*?:pyobject: (\S+)", page.read_text())]
     assert includes, "expected the method pages to include library code"

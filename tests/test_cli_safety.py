@@ -17,7 +17,7 @@ import pytest
 import tinyrepo
 from tinyrepo import REPO, corekit, make_repo, run_in_process, write_paper_profile
 
-from corekit import book, cli
+from corekit.book import cli, execute, notebooks, parameters, paramspec
 
 NAME = "00_safe"
 SAFE_NOTEBOOK = '''\
@@ -139,7 +139,7 @@ def test_a_failed_metrics_write_keeps_the_previous_run(repo, previous, capsys, m
 
     def full_disk(path, data):
         raise OSError(28, "No space left on device", str(path))
-    monkeypatch.setattr(cli, "write_json_atomic", full_disk)
+    monkeypatch.setattr(execute, "write_json_atomic", full_disk)
     code, _, err = run_in_process(capsys, monkeypatch, repo, "run", NAME, "-p", "figures", "1", "--out", str(out))
     assert code == 1
     lines = corekit_lines(err)
@@ -152,7 +152,7 @@ def test_a_failed_metrics_write_keeps_the_previous_run(repo, previous, capsys, m
 
 
 def test_the_swap_undoes_every_move_when_one_fails(tmp_path, monkeypatch):
-    final, run = cli.Outputs(tmp_path / "out", NAME), cli.Outputs(tmp_path / "out" / ".staging", NAME)
+    final, run = execute.Outputs(tmp_path / "out", NAME), execute.Outputs(tmp_path / "out" / ".staging", NAME)
     for outputs_, text in ((final, "old"), (run, "new")):
         outputs_.figures.mkdir(parents=True)
         (outputs_.figures / f"{text}.png").write_text(text)
@@ -166,9 +166,9 @@ def test_the_swap_undoes_every_move_when_one_fails(tmp_path, monkeypatch):
             raise OSError(5, "Input/output error", str(source))
         moved.append(Path(source))
         real_replace(source, target)
-    monkeypatch.setattr(cli.os, "replace", replace)
+    monkeypatch.setattr(execute.os, "replace", replace)
     with pytest.raises(OSError, match="Input/output error"):
-        cli.commit_outputs(run, final)
+        execute.commit_outputs(run, final)
     assert moved[:4] == [final.metrics, final.figures, final.ipynb, run.figures]
     assert final.metrics.read_text() == final.ipynb.read_text() == "old"
     assert [p.name for p in final.figures.iterdir()] == ["old.png"]
@@ -317,7 +317,7 @@ def test_bad_value_is_one_line_naming_the_parameter(repo, tmp_path, capsys, monk
     assert code == 2
     assert_one_line(err, f"-p {name}: ")
     if "{devices}" in message:
-        message = message.format(devices=", ".join(book.accepted_devices()))
+        message = message.format(devices=", ".join(paramspec.accepted_devices()))
     assert message in err
 
 
@@ -334,17 +334,17 @@ def test_mps_is_refused_where_there_is_none(repo, tmp_path, capsys, monkeypatch,
 def test_accepted_devices_are_those_of_this_machine():
     import torch
 
-    devices = book.accepted_devices()
+    devices = paramspec.accepted_devices()
     assert devices[:2] == ["auto", "cpu"]
     assert ("cuda" in devices) == torch.cuda.is_available()
     assert [d for d in devices if d.startswith("cuda:")] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
 def test_good_values_pass(repo):
-    nb = book.Notebook(repo, NAME)
+    nb = notebooks.Notebook(repo, NAME)
     values = {"p": 53, "moduli": [3, 5, 7, 2**61 - 1], "device": "cpu", "seed": 2**63 - 1, "width": 4}
-    assert book.effective_parameters(nb, "quick", values) == values
-    assert book.effective_parameters(nb, "quick", {"device": "auto"}) == {"device": "auto"}
+    assert parameters.effective_parameters(nb, "quick", values) == values
+    assert parameters.effective_parameters(nb, "quick", {"device": "auto"}) == {"device": "auto"}
 
 
 def test_is_prime_agrees_with_a_sieve():
@@ -353,8 +353,8 @@ def test_is_prime_agrees_with_a_sieve():
     sieve[0] = sieve[1] = False
     for n in range(2, int(limit ** 0.5) + 1):
         sieve[n * n::n] = [False] * len(sieve[n * n::n])
-    assert [n for n in range(-3, limit) if book.is_prime(n)] == [n for n in range(limit) if sieve[n]]
-    assert book.is_prime(2**61 - 1) and not book.is_prime(2**59 - 1) and not book.is_prime(3825123056546413051)
+    assert [n for n in range(-3, limit) if paramspec.is_prime(n)] == [n for n in range(limit) if sieve[n]]
+    assert paramspec.is_prime(2**61 - 1) and not paramspec.is_prime(2**59 - 1) and not paramspec.is_prime(3825123056546413051)
 
 
 def test_a_non_prime_in_a_profile_names_its_file(tmp_path, capsys, monkeypatch, no_kernel):

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from tinyrepo import REPO
 
-from corekit import book
+from corekit.book import notebooks, parameters
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 
@@ -44,14 +44,14 @@ def test_paper_profile_sets_known_parameters(py):
     assert profile.is_file(), f"{py.stem} has no paper profile {profile.relative_to(REPO)}"
     values = yaml.safe_load(profile.read_text())
     assert isinstance(values, dict) and values, f"{profile.name} must map parameter names to values"
-    declared = book.read_parameters(book.Notebook(REPO, py.stem))
+    declared = parameters.read_parameters(notebooks.Notebook(REPO, py.stem))
     unknown = sorted(set(values) - set(declared))
     assert not unknown, f"{profile.name} sets unknown parameters {unknown}; valid: {sorted(declared)}"
 
 
 def test_every_toc_notebook_is_in_notebooks():
-    names = book.notebook_names(REPO)
-    listed = [f.split("/", 1)[1] for f in book.toc_files(REPO) if f.startswith("notebooks/")]
+    names = notebooks.notebook_names(REPO)
+    listed = [f.split("/", 1)[1] for f in notebooks.toc_files(REPO) if f.startswith("notebooks/")]
     if not NOTEBOOKS:
         pytest.skip("notebooks/ holds no notebook yet")
     assert set(listed) <= set(names), f"_toc.yml lists notebooks without a .py: {sorted(set(listed) - set(names))}"

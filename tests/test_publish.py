@@ -21,8 +21,7 @@ import pytest
 import yaml
 from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
 
-from corekit import book as bookfiles
-from corekit import publish, runinfo
+from corekit.book import notebooks, publish, runinfo
 from corekit.claims import Claims
 
 FRESH, STALE = "00_tiny", "01_tiny"
@@ -202,7 +201,7 @@ def test_api_reference_has_a_page_for_every_module():
     modules = {"corekit." + ".".join(p.relative_to(library).with_suffix("").parts)
                for p in library.rglob("*.py") if p.stem not in ("__init__", "__main__")}
     assert modules <= documented, f"modules without a page in book/api/: {sorted(modules - documented)}"
-    assert {f"book/api/{p.stem}" for p in pages} <= set(bookfiles.toc_files(REPO))
+    assert {f"book/api/{p.stem}" for p in pages} <= set(notebooks.toc_files(REPO))
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,7 +231,7 @@ PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.jso
 def test_published_run_is_complete(name):
     run = publish.published_run(REPO, name)
     metrics = run.metrics
-    assert metrics["notebook"] == name and metrics["profile"] in bookfiles.PROFILES
+    assert metrics["notebook"] == name and metrics["profile"] in notebooks.PROFILES
     assert ENVIRONMENT_KEYS <= set(metrics.get("environment", {})), f"{name}: no environment block"
     assert run.ipynb.is_file() and run.ipynb.stat().st_size <= publish.SIZE_WARNING_BYTES
     ids = [c["id"] for c in metrics["claims"]]

@@ -14,8 +14,7 @@ import pytest
 from browser import CHROMIUM, MISSING, chromium, cut_tables, serve
 from tinyrepo import REPO, corekit
 
-from corekit import book as bookfiles
-from corekit import publish
+from corekit.book import notebooks, publish
 
 pytestmark = [pytest.mark.book,
               pytest.mark.skipif(not list((REPO / "results").glob("*/metrics.json")), reason="no published run")]
@@ -44,13 +43,13 @@ def text_of(path: Path) -> str:
 
 
 def test_every_chapter_is_built(site):
-    for name in bookfiles.toc_notebooks(REPO):
+    for name in notebooks.toc_notebooks(REPO):
         assert (site / "notebooks" / f"{name}.html").is_file(), f"{name} was not built"
 
 
 def test_results_page_counts_are_the_metrics_files(site):
     text = text_of(site / "book" / "results.html")
-    runs = {n: publish.published_run(REPO, n) for n in bookfiles.toc_notebooks(REPO)}
+    runs = {n: publish.published_run(REPO, n) for n in notebooks.toc_notebooks(REPO)}
     assert publish.front_tally(runs) in text
     for name, run in runs.items():
         counts = publish.tally(run.metrics)

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from corekit import book, publish
+from corekit.book import errors, publish
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.json"))
@@ -19,7 +19,7 @@ def test_book_refuses_a_published_run_made_from_a_dirty_tree(tmp_path):
         nbformat.write(nbformat.v4.new_notebook(), folder / f"{name}.ipynb")
         (folder / "metrics.json").write_text(json.dumps({"claims": [], "environment": {"dirty": dirty}}))
     assert list(publish.published_runs(tmp_path, ["01_clean"], None)) == ["01_clean"]
-    with pytest.raises(book.CorekitError, match="published run of 02_dirty was made from a tree whose uncommitted"):
+    with pytest.raises(errors.CorekitError, match="published run of 02_dirty was made from a tree whose uncommitted"):
         publish.published_runs(tmp_path, ["01_clean", "02_dirty"], None)
 
 
@@ -51,7 +51,7 @@ def test_a_malformed_metrics_file_is_one_error_naming_it(tmp_path, content):
     run = publish.published_run(tmp_path, "01_demo")
     run.metrics_path.parent.mkdir(parents=True)
     run.metrics_path.write_text(content)
-    with pytest.raises(book.CorekitError, match=r"01_demo/metrics.json: not a (readable )?metrics file"):
+    with pytest.raises(errors.CorekitError, match=r"01_demo/metrics.json: not a (readable )?metrics file"):
         run.metrics  # noqa: B018
 
 
@@ -63,5 +63,5 @@ def test_figure_paths_from_a_metrics_file_stay_in_the_run_folder(tmp_path):
     run.metrics_path.write_text(json.dumps({"claims": [], "figures": ["fig.png"]}))
     assert run.figure_files() == [run.figures / "fig.png"]
     run.metrics_path.write_text(json.dumps({"claims": [], "figures": ["../../secret.png", "fig.png"]}))
-    with pytest.raises(book.CorekitError, match=r"figure entries must be file names inside figures/"):
+    with pytest.raises(errors.CorekitError, match=r"figure entries must be file names inside figures/"):
         run.figure_files()

@@ -19,7 +19,7 @@ import pytest
 import tinyrepo
 from tinyrepo import REPO, corekit, make_repo, run_in_process
 
-from corekit import book, cli, parameters, paramspec
+from corekit.book import cli, notebooks, parameters, paramspec, source_hash
 
 NAME = "00_slow"
 SLOW_NOTEBOOK = '''\
@@ -108,8 +108,8 @@ def test_bad_value_is_one_line_naming_the_parameter_before_any_kernel(repo, tmp_
 
 def test_good_values_pass_and_paths_become_absolute(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    nb = book.Notebook(repo, NAME)
-    params = book.effective_parameters(nb, "quick", {"seeds": [0, 5, 9], "betas": [0, 0.5], "rate": 0, "lr": 3,
+    nb = notebooks.Notebook(repo, NAME)
+    params = parameters.effective_parameters(nb, "quick", {"seeds": [0, 5, 9], "betas": [0, 0.5], "rate": 0, "lr": 3,
                                                     "layers": None, "transition": [[1, 0], [0, 1]],
                                                     "checkpoint_dir": "ckpt", "norm": "post"})
     assert params["checkpoint_dir"] == str(tmp_path / "ckpt")     # not notebooks/ckpt, the kernel's folder
@@ -148,22 +148,22 @@ def test_the_books_notebooks_declare_what_they_accept(tmp_path, capsys, monkeypa
 
 
 def test_every_default_and_paper_profile_satisfies_its_declarations():
-    for name in book.notebook_names(REPO):
-        nb = book.Notebook(REPO, name)
-        rules = book.accepted_values(nb)
-        for param in book.read_parameters(nb).values():
+    for name in notebooks.notebook_names(REPO):
+        nb = notebooks.Notebook(REPO, name)
+        rules = parameters.accepted_values(nb)
+        for param in parameters.read_parameters(nb).values():
             paramspec.check(ast.literal_eval(param.default), rules[param.name], REPO)
         if nb.paper_profile.is_file():
-            book.effective_parameters(nb, "paper", {})
+            parameters.effective_parameters(nb, "paper", {})
 
 
 def test_papermill_reads_every_declared_parameter():
     from papermill.translators import PythonTranslator
 
-    for name in book.notebook_names(REPO):
-        nb = book.Notebook(REPO, name)
+    for name in notebooks.notebook_names(REPO):
+        nb = notebooks.Notebook(REPO, name)
         seen = {p.name for p in PythonTranslator.inspect({"source": parameters.parameters_cell(nb.py)})}
-        assert seen == set(book.read_parameters(nb)), f"papermill cannot read some of {name}'s parameter lines"
+        assert seen == set(parameters.read_parameters(nb)), f"papermill cannot read some of {name}'s parameter lines"
 
 
 @pytest.mark.parametrize("where", ["file", "under_file", "proc"])
@@ -190,7 +190,7 @@ def test_oserror_and_broken_pipe_end_in_one_line(capsys, monkeypatch):
 
 def test_closed_pipe_is_one_line(repo):
     env = {**os.environ, "COREKIT_ROOT": str(repo)}
-    code = ("import sys; from corekit import cli; sys.stdout = open(sys.stdout.fileno(), 'w', buffering=1); "
+    code = ("import sys; from corekit.book import cli; sys.stdout = open(sys.stdout.fileno(), 'w', buffering=1); "
             "sys.exit(cli.main(['list']))")
     reader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     reader.stdout.close()                                     # the reader (e.g. `| head`) has gone
@@ -235,7 +235,7 @@ def test_run_is_published_whole_and_removes_stale_figures(repo, good_run):
     assert sorted(first) == [f"{NAME}.ipynb", f"{NAME}.metrics.json"] + [f"figures/{NAME}/figure_{k}.png"
                                                                           for k in range(3)]
     metrics = json.loads(first[f"{NAME}.metrics.json"])
-    assert metrics["source_hash"] == book.source_hash(book.Notebook(repo, NAME), {"figures": 3})
+    assert metrics["source_hash"] == source_hash.source_hash(notebooks.Notebook(repo, NAME), {"figures": 3})
     done = corekit("run", NAME, "-p", "figures", "1", "--out", str(out), root=repo)
     assert done.returncode == 0, done.stderr
     assert sorted(outputs(out)) == [f"{NAME}.ipynb", f"{NAME}.metrics.json", f"figures/{NAME}/figure_0.png"]
@@ -302,8 +302,8 @@ def test_failed_and_timed_out_runs_are_kept_as_failed(repo, good_run):
 @pytest.mark.parametrize("corrupt", ["metrics_truncated", "metrics_without_hash", "ipynb_truncated"])
 def test_book_names_a_corrupt_input_and_executes_again(repo, good_run, capsys, corrupt):
     out, _ = good_run
-    nb = book.Notebook(repo, NAME)
-    params = book.effective_parameters(nb, "quick", {})
+    nb = notebooks.Notebook(repo, NAME)
+    params = parameters.effective_parameters(nb, "quick", {})
     metrics_path, ipynb = out / f"{NAME}.metrics.json", out / f"{NAME}.ipynb"
     corekit("run", NAME, "--out", str(out), root=repo)       # the defaults, as `book` runs them
     assert cli.is_current(nb, "quick", params, out)

@@ -9,6 +9,8 @@ from pathlib import Path
 import jupytext
 import yaml
 
+from corekit.book import cli, notebooks
+
 REPO = Path(__file__).resolve().parents[1]
 
 TINY_NOTEBOOK = '''\
@@ -100,9 +102,8 @@ def corekit(*args: str, root: Path | None = None, timeout: float = 300) -> subpr
 
 def run_in_process(capsys, monkeypatch, root: Path, *args: str) -> tuple[int, str, str]:
     """Return (exit status, stdout, stderr) of ``corekit ARGS`` run in this process on the book at ``root``."""
-    from corekit import cli, parameters
 
-    monkeypatch.setenv(parameters.ROOT_ENV, str(root))
+    monkeypatch.setenv(notebooks.ROOT_ENV, str(root))
     try:
         code = cli.main(list(args))
     except SystemExit as err:                  # argparse

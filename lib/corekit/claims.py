@@ -12,7 +12,7 @@ A claim's ``authors`` is the value the authors' own code gives on the same weigh
 ``threads`` is torch's intra-op thread count when the file is written (None if torch was never
 imported): results on a CPU can change in the last bits with it.
 
-``environment`` is the run record of :func:`corekit.runinfo.environment` (versions, device, threads,
+``environment`` is the run record of :func:`corekit.book.runinfo.environment` (versions, device, threads,
 git commit, model files with their sha256). A failing claim never raises: it is shown as failing,
 with the measured value.
 """
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corekit import paramspec, runinfo
-from corekit.parameters import declared
+from corekit.book import paramspec, runinfo
+from corekit.book.parameters import declared
 
 #: Environment variable naming the metrics file; ``corekit run`` sets it for the executed notebook.
 METRICS_ENV = "COREKIT_METRICS"
@@ -167,7 +167,7 @@ class Claims:
     """Collects a notebook's claims and writes them to its metrics file.
 
     ``Claims(notebook)`` records the notebook's parameters itself: the names its parameters cell
-    declares (:func:`corekit.parameters.declared`), with their values in the caller's globals (papermill's
+    declares (:func:`corekit.book.parameters.declared`), with their values in the caller's globals (papermill's
     injected values included); ``resolved`` adds or replaces entries (e.g. the device "auto" became).
     ``parameters`` given explicitly are recorded as they are.
     """

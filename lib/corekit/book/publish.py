@@ -24,7 +24,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from corekit import book, oracle
+from corekit import oracle
+from corekit.book.errors import CorekitError
+from corekit.book.notebooks import Notebook, toc_files, toc_notebooks
+from corekit.book.parameters import accepted_values, effective_parameters
+from corekit.book.site import build_html, stage_book, tidy_streams
+from corekit.book.source_hash import source_hash
 from corekit.claims import format_value
 
 #: Folder of the published runs, under the book's root.
@@ -57,9 +62,9 @@ class Run:
         try:
             metrics = json.loads(self.metrics_path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise book.CorekitError(f"{self.metrics_path}: not a readable metrics file ({err})") from None
+            raise CorekitError(f"{self.metrics_path}: not a readable metrics file ({err})") from None
         if not isinstance(metrics, dict) or not isinstance(metrics.get("claims", []), list):
-            raise book.CorekitError(f"{self.metrics_path}: not a metrics file (expected a JSON object with a "
+            raise CorekitError(f"{self.metrics_path}: not a metrics file (expected a JSON object with a "
                                     f"'claims' list, got {type(metrics).__name__})")
         return metrics
 
@@ -74,7 +79,7 @@ class Run:
         order = self.metrics.get("figures") or []
         outside = [name for name in order if not isinstance(name, str) or Path(name).name != name]
         if outside:
-            raise book.CorekitError(f"{self.metrics_path}: figure entries must be file names inside "
+            raise CorekitError(f"{self.metrics_path}: figure entries must be file names inside "
                                     f"{self.figures.name}/, got {outside}")
         files = [self.figures / name for name in order if (self.figures / name).is_file()]
         rest = sorted((p for p in self.figures.glob("*.png") if p not in files), key=lambda p: p.stat().st_mtime_ns)
@@ -104,7 +109,7 @@ def tidy_notebook(source: Path, target: Path) -> int:
     notebook = nbformat.read(source, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            cell.outputs = book.tidy_streams(cell.outputs)
+            cell.outputs = tidy_streams(cell.outputs)
     nbformat.write(notebook, target)
     return target.stat().st_size
 
@@ -159,22 +164,22 @@ def duration(seconds: float | None) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def run_parameters(nb: book.Notebook, metrics: dict) -> dict:
+def run_parameters(nb: Notebook, metrics: dict) -> dict:
     """Return the run's profile parameters as the sources give them now, path parameters as the run recorded them
     (a path names where outputs went on the machine that ran it, and changes no result)."""
-    params = book.effective_parameters(nb, metrics.get("profile", "quick"), {})
+    params = effective_parameters(nb, metrics.get("profile", "quick"), {})
     recorded = metrics.get("parameters") or {}
-    paths = [name for name, rule in book.accepted_values(nb).items() if rule.path and name in recorded and name in params]
+    paths = [name for name, rule in accepted_values(nb).items() if rule.path and name in recorded and name in params]
     return {**params, **{name: recorded[name] for name in paths}}
 
 
-def stale_reason(nb: book.Notebook, metrics: dict) -> str | None:
+def stale_reason(nb: Notebook, metrics: dict) -> str | None:
     """Return why the run no longer matches the current sources, or None when its source_hash still does."""
     try:
         params = run_parameters(nb, metrics)
-    except book.CorekitError as err:
+    except CorekitError as err:
         return f"its profile cannot be read any more ({err})"
-    if metrics.get("source_hash") != book.source_hash(nb, params):
+    if metrics.get("source_hash") != source_hash(nb, params):
         return "the notebook, the library or the profile's parameters changed since this run"
     return None
 
@@ -197,14 +202,14 @@ def sources_match_commit(root: Path, name: str, metrics: dict) -> bool:
             return False
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
-        then = book.Notebook(Path(tmp), name)
+        then = Notebook(Path(tmp), name)
         try:
-            return then.py.is_file() and metrics.get("source_hash") == book.source_hash(then, run_parameters(then, metrics))
-        except book.CorekitError:
+            return then.py.is_file() and metrics.get("source_hash") == source_hash(then, run_parameters(then, metrics))
+        except CorekitError:
             return False
 
 
-def record_markdown(nb: book.Notebook, run: Run) -> str:
+def record_markdown(nb: Notebook, run: Run) -> str:
     """Return the MyST markdown of the run record that opens a chapter (with a warning when stale)."""
     metrics = run.metrics
     env = metrics.get("environment") or {}
@@ -470,9 +475,9 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
     """Open each staged chapter with its run record, write the results page (if ``_toc.yml`` lists it) and set the
     front page's tally (the ``claims_tally`` substitution)."""
     for name, run in runs.items():
-        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(book.Notebook(root, name), run))
+        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
     set_substitution(stage, "claims_tally", front_tally(runs))
-    if RESULTS_PAGE not in book.toc_files(root):
+    if RESULTS_PAGE not in toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
     gallery_dir.mkdir(parents=True, exist_ok=True)
@@ -526,21 +531,21 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
     dirty = [name for name, run in runs.items() if run.published and (run.metrics.get("environment") or {}).get("dirty")
              and not sources_match_commit(root, name, run.metrics)]
     if dirty:
-        raise book.CorekitError(f"the published run of {', '.join(dirty)} was made from a tree whose uncommitted changes "
+        raise CorekitError(f"the published run of {', '.join(dirty)} was made from a tree whose uncommitted changes "
                                f"touched its sources: re-run it from a clean commit (`corekit run NAME --profile P --publish`)")
     if missing:
         how = " or pass --fallback-quick to show their executed quick runs" if fallback is None else \
             f" (no executed quick run in {fallback} either: corekit run NAME --out {fallback})"
-        raise book.CorekitError(f"no published run of {', '.join(missing)} in {root / RESULTS}: publish with "
+        raise CorekitError(f"no published run of {', '.join(missing)} in {root / RESULTS}: publish with "
                                f"`corekit run NAME --profile cpu|paper --publish`{how}")
     return runs
 
 
 def build_published(root: Path, out: Path, executed_dir: Path, fallback: bool) -> Path:
     """Return the HTML folder of the book built from ``results/`` alone (nothing is executed)."""
-    names = book.toc_notebooks(root)
+    names = toc_notebooks(root)
     runs = published_runs(root, names, executed_dir if fallback else None)
-    stage = book.stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+    stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
     decorate(root, stage, runs, quick_metrics(executed_dir, names))
-    return book.build_html(stage, out)
+    return build_html(stage, out)
 

@@ -24,15 +24,22 @@ The clauses hold no ``=``: papermill reads a line with a second ``=`` as no para
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 NUMBER = r"[-+]?(?:inf|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 INTERVAL = re.compile(rf"([\[(])\s*({NUMBER})\s*,\s*({NUMBER})\s*([\])])")
 LENGTH = re.compile(r"(\d+)( or more)?")
+#: The parameter a notebook reads its torch device from ("auto", "cpu", "cuda", "cuda:N").
+DEVICE_PARAMETER = "device"
+#: Comment clauses of a parameter that must be a prime (an integer) or primes (a list of integers).
+PRIME_CLAUSES = {"a prime", "primes"}
+INT64_MAX = 2**63 - 1
+MILLER_RABIN_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 KIND_NAMES = {bool: ("true or false", "bools"), int: ("an integer", "integers"), float: ("a number", "numbers"),
               str: ("a string", "strings"), dict: ("a mapping", "mappings")}
 
@@ -223,3 +230,77 @@ def show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def check_parameter(name: str, comment: str, rule: Accepts, value: Any, cwd: Path) -> Any:
+    """Return ``value`` as :func:`check` passes it, also checked within 64 bits, a device here and prime where declared."""
+    value = check(value, rule, cwd)
+    check_int64(value)
+    if name == DEVICE_PARAMETER:
+        check_device(value)
+    clauses = {clause.strip() for clause in comment.split(";")}
+    if clauses & PRIME_CLAUSES:
+        check_primes(value)
+    return value
+
+
+def integers(value: Any) -> Iterator[int]:
+    """Yield every integer in ``value``, inside lists and mappings too (bools are no integers here)."""
+    if isinstance(value, (list, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from integers(item)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield value
+
+
+def check_int64(value: Any) -> None:
+    """Raise ValueError if an integer in ``value`` lies beyond 2**63-1 (torch's and numpy's integers)."""
+    huge = next((n for n in integers(value) if abs(n) > INT64_MAX), None)
+    if huge is not None:
+        raise ValueError(f"{huge} is beyond 2**63-1, the largest integer torch and numpy take")
+
+
+def accepted_devices() -> list[str]:
+    """Return the devices a notebook can run on here: auto, cpu, then cuda, cuda:N and mps where present."""
+    import torch
+
+    devices = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        devices += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def check_device(value: Any) -> None:
+    """Raise ValueError unless ``value`` names a device of this machine (auto and cpu without importing torch)."""
+    if value in ("auto", "cpu"):
+        return
+    devices = accepted_devices()
+    if value not in devices:
+        raise ValueError(f"expected a device of this machine, one of {', '.join(devices)}, got {show(value)}")
+
+
+def is_prime(n: int) -> bool:
+    """Return whether ``n`` is a prime (Miller-Rabin on the bases that decide every n below 3e24, so every int64)."""
+    if n < 2 or any(n % b == 0 for b in MILLER_RABIN_BASES):
+        return n in MILLER_RABIN_BASES
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for base in MILLER_RABIN_BASES:
+        x = pow(base, d, n)
+        if x not in (1, n - 1) and all((x := pow(x, 2, n)) != n - 1 for _ in range(s - 1)):
+            return False
+    return True
+
+
+def check_primes(value: Any) -> None:
+    """Raise ValueError if an integer in ``value`` is not a prime, naming the nearest primes."""
+    composite = next((n for n in integers(value) if not is_prime(n)), None)
+    if composite is not None:
+        below = next((k for k in range(composite - 1, 1, -1) if is_prime(k)), None)
+        above = next(k for k in itertools.count(max(composite + 1, 2)) if is_prime(k))
+        nearest = f"{below}, {above}" if below else str(above)
+        raise ValueError(f"expected {'primes' if isinstance(value, list) else 'a prime'}, got {show(value)} "
+                         f"({composite} is not a prime; nearest primes: {nearest})")
