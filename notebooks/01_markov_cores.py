@@ -49,6 +49,7 @@ batch_size = 64  # range: [1, inf)
 energy_threshold = 0.999  # range: (0, 1]
 data_seed = 12345  # range: [0, inf)
 device = "auto"
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import numpy as np
@@ -63,15 +64,15 @@ from corekit.tasks import markov
 from corekit.train import Dataset, train_ensemble
 
 plots.use_style()
+claims = Claims("01_markov_cores")
+figures = plots.Figures(output_dir, claims.notebook)
+claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds (each model is compared with the others)", seeds)
+claims.require(batch_size <= n_train, "batch_size", f"at most n_train = {n_train} (a larger batch trains 0 steps)",
+               batch_size)
 chains = {"paper": markov.validate_transition(transition),
-          "deficient": markov.validate_transition(transition_deficient)}
-if chains["paper"].shape != chains["deficient"].shape:
-    raise ValueError(f"transition and transition_deficient must have the same number of states, got "
-                     f"{chains['paper'].shape[0]} and {chains['deficient'].shape[0]}")
-if len(seeds) < 2 or len(set(seeds)) != len(seeds):
-    raise ValueError(f"seeds must list at least two distinct seeds to compare models, got {seeds}")
+          "deficient": markov.validate_transition(transition_deficient)}    # each chain at its own number of states
 dev = default_device(device)
-claims = Claims("01_markov_cores", resolved={"device": str(dev)})
+claims.resolve(device=str(dev))
 
 # %% [markdown]
 # ## Two chains, and what an ideal predictor achieves
@@ -98,12 +99,12 @@ claims = Claims("01_markov_cores", resolved={"device": str(dev)})
 # with the operator fit below.
 
 # %%
-K = chains["paper"].shape[0]
+n_states = {name: T.shape[0] for name, T in chains.items()}
 expected_rank = {name: markov.expected_core_rank(T) for name, T in chains.items()}
 for name, T in chains.items():
     print(f"{name} chain: π = {np.round(markov.stationary_distribution(T), 4)}; "
           f"Bayes accuracy {markov.bayes_accuracy(T):.4f}; stationary guess {markov.stationary_guess_accuracy(T):.4f}; "
-          f"rank(T − 1πᵀ) = {expected_rank[name]} (cap K − 1 = {K - 1}); "
+          f"rank(T − 1πᵀ) = {expected_rank[name]} (cap K − 1 = {n_states[name] - 1}); "
           f"core eigenvalues {np.round(markov.core_eigenvalues(T, expected_rank[name]), 4)}; "
           f"R²_oracle = {markov.oracle_r2(T):.4f}")
 
@@ -128,8 +129,8 @@ for i, (name, T) in enumerate(chains.items()):
 # reach them too.
 
 # %%
-config = TransformerConfig(vocab=K, n_ctx=seq_len, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp,
-                           n_layers=1, norm="post", dropout=dropout)
+configs = {name: TransformerConfig(vocab=K, n_ctx=seq_len, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp,
+                                   n_layers=1, norm="post", dropout=dropout) for name, K in n_states.items()}
 steps = epochs * (n_train // batch_size)
 train_sets = {"paper": data["paper"][0], "deficient": data["deficient"][0],
               "shuffled": Dataset(data["paper"][0].x, markov.shuffle_targets(data["paper"][0].y, seed=data_seed))}
@@ -137,10 +138,10 @@ models, histories = {}, {}
 for name, train_set in train_sets.items():
     curve_set = data["deficient" if name == "deficient" else "paper"][1]
     curve_set = Dataset(curve_set.x[:512], curve_set.y[:512])     # learning curves on 512 held-out sequences
-    models[name] = BatchedTransformer(config, seeds).to(dev)
+    models[name] = BatchedTransformer(configs["deficient" if name == "deficient" else "paper"], seeds).to(dev)
     histories[name] = train_ensemble(models[name], train_set, curve_set, steps=steps, batch_size=batch_size, lr=lr,
                                      eval_every=max(1, steps // 20), eval_train_size=512, progress=False)
-untrained = BatchedTransformer(config, seeds).to(dev).eval()
+untrained = {name: BatchedTransformer(config, seeds).to(dev).eval() for name, config in configs.items()}
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out next-state accuracy during training, one colour per seed, against the Bayes accuracy (dashed black) and the stationary guess (dotted grey): left the paper's chain (dashed lines: the shuffled-target control), right the rank-deficient chain.", "name": "fig-01-training"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
@@ -155,7 +156,7 @@ for ax, chain in zip(axes, chains):
     ax.set(xlabel="step", title=f"{chain} chain: next-state accuracy, 512 held-out sequences")
     ax.legend(fontsize=7)
 axes[0].set_ylabel("test accuracy")
-plots.savefig(fig, "training_curves")
+figures.save(fig, "training_curves")
 plt.show()
 
 # %% [markdown]
@@ -168,9 +169,9 @@ plt.show()
 # whose sequences it reads.
 
 # %%
-ensembles = {"paper": ("paper", models["paper"]), "paper, untrained": ("paper", untrained),
+ensembles = {"paper": ("paper", models["paper"]), "paper, untrained": ("paper", untrained["paper"]),
              "paper, shuffled": ("paper", models["shuffled"]), "deficient": ("deficient", models["deficient"]),
-             "deficient, untrained": ("deficient", untrained)}
+             "deficient, untrained": ("deficient", untrained["deficient"])}
 results = {}
 for name, (chain, model) in ensembles.items():
     train_set, test_set = data[chain]
@@ -189,15 +190,15 @@ for ax, chain in zip(axes, chains):
         sigma2 = results[name].core.sigma.square().cpu().numpy()
         energy = sigma2 / sigma2.sum(-1, keepdims=True)
         for m, seed in enumerate(seeds):
-            ax.semilogy(np.arange(1, K + 2), energy[m, :K + 1].clip(1e-18), style, ms=4, color=f"C{m}",
-                        label=f"{name}, seed {seed}")
+            ax.semilogy(np.arange(1, n_states[chain] + 2), energy[m, :n_states[chain] + 1].clip(1e-18), style, ms=4,
+                        color=f"C{m}", label=f"{name}, seed {seed}")
     ax.axvline(expected_rank[chain] + 0.5, color="black", ls="--", lw=1,
                label=f"rank(T − 1πᵀ) = {expected_rank[chain]}")
     ax.axhline(1 - energy_threshold, color="0.5", ls=":", lw=1)
     ax.set(xlabel="component", title=f"ACE spectrum, {chain} chain")
     ax.legend(fontsize=6, ncol=2)
 axes[0].set_ylabel("σ² / Σσ²")
-plots.savefig(fig, "ace_spectrum")
+figures.save(fig, "ace_spectrum")
 plt.show()
 
 # %% [markdown]
@@ -236,7 +237,7 @@ for ax, chain in zip(axes, chains):
     ax.set(xlabel="core rank r", title=f"Ablations against rank, {chain} chain")
     ax.legend(ncol=2, fontsize=7)
 axes[0].set_ylabel("held-out accuracy")
-plots.savefig(fig, "ablations")
+figures.save(fig, "ablations")
 plt.show()
 
 # %% [markdown]
@@ -290,7 +291,7 @@ for ax, chain in zip(axes, chains):
                    label=f"untrained control, seed {seed}", zorder=4)
     ax.set_title(f"Fitted operator, {chain} chain")
     ax.legend(loc="lower left", fontsize=7)
-plots.savefig(fig, "operator_eigenvalues")
+figures.save(fig, "operator_eigenvalues")
 plt.show()
 
 # %% [markdown]
@@ -314,7 +315,7 @@ plt.show()
 # `shared_row_distance_deficient`.
 
 # %%
-T_def = chains["deficient"]
+T_def, K = chains["deficient"], n_states["deficient"]
 row_of = np.unique(T_def.round(12), axis=0, return_inverse=True)[1].ravel()
 shared = [(a, b) for a in range(K) for b in range(a + 1, K) if row_of[a] == row_of[b]]
 x_test = data["deficient"][1].x.flatten().to(dev)
@@ -378,7 +379,7 @@ fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), layout="constrained")
 plots.heatmap(axes[0], np.abs(weight_cos), labels, "|cos| of weights (paper chain)")
 plots.heatmap(axes[1], compared["paper"]["overlap"], labels, "core projector overlap")
 plots.heatmap(axes[2], compared["paper"]["cca_min"], labels, "min top-r canonical correlation")
-plots.savefig(fig, "model_comparison")
+figures.save(fig, "model_comparison")
 plt.show()
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Each ensemble's headline numbers (blue: trained on a chain, grey: controls): the smallest canonical correlation between seeds, the largest error of the fitted operator's eigenvalues, and the smallest ratio of the core's R\u00b2 to the oracle's.", "name": "fig-01-controls"}}
@@ -392,7 +393,7 @@ for ax, (title, values) in zip(axes, [
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
     ax.set_title(title)
     ax.grid(axis="x", visible=False)
-plots.savefig(fig, "controls")
+figures.save(fig, "controls")
 plt.show()
 
 # %% [markdown]

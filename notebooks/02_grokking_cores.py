@@ -84,6 +84,7 @@ data_seed = 0  # range: [0, inf)
 split = "torch"  # one of: torch, numpy; corekit's seeded randperm, or the authors' RandomState(data_seed) permutation
 export_checkpoints = ""  # path; empty: none; else every checkpoint's weights go there, for scripts/oracle/cores_02.py
 device = "auto"
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 from pathlib import Path
@@ -101,11 +102,16 @@ from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, steps_per_epoch, train_ensemble
 
 plots.use_style()
-dev = default_device(device)
+claims = Claims("02_grokking_cores")
+figures = plots.Figures(output_dir, claims.notebook)
+claims.require(0 < fork_epoch < epochs, "fork_epoch", f"an epoch inside the run, 0 < fork_epoch < epochs = {epochs}",
+               fork_epoch)
 task = modular_addition(p, train_frac, seed=data_seed, split=split)
-if not 0 < fork_epoch < epochs:
-    raise ValueError(f"fork_epoch must lie inside the run (0 < fork_epoch < epochs={epochs}), got {fork_epoch}")
-claims = Claims("02_grokking_cores", resolved={"device": str(dev)})
+n_train_pairs = len(task.train_idx)
+claims.require(batch_size <= n_train_pairs, "batch_size",
+               f"0 (full batch) or at most the {n_train_pairs} training pairs (a larger batch trains 0 steps)", batch_size)
+dev = default_device(device)
+claims.resolve(device=str(dev))
 
 # %% [markdown]
 # ## Training both branches at once
@@ -163,7 +169,7 @@ if grok_step is not None:
     ax.axvline(grok_step, color="black", ls="--", lw=1, label="grokking")
 ax.set(xlabel="step", ylabel="accuracy", title=f"a + b mod {p}")
 ax.legend(ncol=2)
-plots.savefig(fig, "accuracy")
+figures.save(fig, "accuracy")
 plt.show()
 print("memorised at step:", memorised_step, " grokking step:", grok_step)
 
@@ -227,7 +233,7 @@ for row, a in zip(axes, ANALYSES):
 for ax in axes[1]:
     ax.set_xlabel("step")
 axes[0, 0].legend()
-plots.savefig(fig, "core_ranks")
+figures.save(fig, "core_ranks")
 plt.show()
 
 # %% [markdown]
@@ -260,7 +266,7 @@ for row, a in zip(axes, ("authors", "corekit")):
         ax.scatter(e.real, e.imag, s=14, color="C1")
         ax.set_title(f"{a}, {title} (step {checkpoints[i]})\n{len(e)} eigenvalues, {fit[a]['circle'][i, m]:.0%} "
                      f"on circle, R² {fit[a]['r2'][i, m]:.2f}", fontsize=8)
-plots.savefig(fig, "operator_eigenvalues")
+figures.save(fig, "operator_eigenvalues")
 plt.show()
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The operator fit's R\u00b2, the fraction of its eigenvalues on the unit circle, and the number of distinct frequency modes over training (both analyses; circles the weight-decay branch, squares \u03c9\u21920), with grokking dashed and \u230ap/2\u230b+1, all frequencies, dotted.", "name": "fig-02-circle"}}
@@ -275,7 +281,7 @@ for ax, key, title in zip(axes, ("r2", "circle", "modes"), ("operator fit R²", 
     ax.set(xlabel="step", title=title)
 axes[2].axhline(p // 2 + 1, color="black", ls=":", lw=1, label="⌊p/2⌋+1")
 axes[2].legend(fontsize=7)
-plots.savefig(fig, "unit_circle_and_modes")
+figures.save(fig, "unit_circle_and_modes")
 plt.show()
 
 # %% [markdown]
@@ -339,7 +345,7 @@ for m in range(S):
 ax.axvline(p - 1, color="0.5", ls=":", lw=1, label="p − 1")
 ax.set(xlabel="core rank r", ylabel="σ²_r / σ²_0 (authors' extraction)", title="Cov·Obs spectrum at grokking")
 ax.legend(fontsize=7)
-plots.savefig(fig, "null_directions")
+figures.save(fig, "null_directions")
 plt.show()
 
 # %% [markdown]

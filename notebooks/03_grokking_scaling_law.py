@@ -87,6 +87,7 @@ checkpoint_every = 1000  # range: [1, inf); steps between a shard's checkpoints
 max_models_per_shard = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
 data_seed = 0  # range: [0, inf)
 device = "auto"
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import dataclasses
@@ -103,10 +104,15 @@ from corekit.tasks.modular import modular_addition
 from corekit.train import steps_per_epoch
 
 plots.use_style()
-dev = default_device(device)
-if len(seeds) < 4:
-    raise ValueError(f"seeds must name at least 4 runs per point (the bootstrap resamples them), got {seeds}")
+claims = Claims("03_grokking_scaling_law")
+figures = plots.Figures(output_dir, claims.notebook)
+claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds (the bootstrap resamples them)", seeds)
 omega_train_pairs = len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx)
+claims.require(omega_batch_size <= omega_train_pairs, "omega_batch_size",
+               f"0 (full batch) or at most the {omega_train_pairs} training pairs of omega_p = {omega_p} "
+               "(a larger batch trains 0 steps)", omega_batch_size)
+dev = default_device(device)
+claims.resolve(device=str(dev))
 omega_epoch_steps = steps_per_epoch(omega_train_pairs, omega_batch_size, drop_last)
 p_settings = SweepSettings(d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1, norm=norm, dropout=dropout,
                            causal=causal, qkv_bias=qkv_bias, init=init, equals_token=equals_token,
@@ -116,7 +122,6 @@ p_settings = SweepSettings(d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_laye
 omega_settings = dataclasses.replace(p_settings, max_steps=omega_max_epochs * omega_epoch_steps)
 p_specs = grid(p_values, [sweep_weight_decay], seeds)
 omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
-claims = Claims("03_grokking_scaling_law", resolved={"device": str(dev)})
 
 # %% [markdown]
 # ## Running both sweeps
@@ -161,7 +166,7 @@ for i, w in enumerate(weight_decays):
             ax.plot([t], [0.99], "o", color=f"C{i}", ms=4)
 ax.set(xlabel="step", ylabel="accuracy", title=f"a + b mod {omega_p}, seed {seeds[0]}")
 ax.legend()
-plots.savefig(fig, "accuracy_curves")
+figures.save(fig, "accuracy_curves")
 plt.show()
 
 # %% [markdown]
@@ -230,7 +235,7 @@ axes[0].set_title(f"τ vs weight decay (p = {omega_p})")
 axes[1].set_title(f"τ vs modulus (ω = {sweep_weight_decay:g})")
 for ax in axes:
     ax.legend()
-plots.savefig(fig, "tau_fits")
+figures.save(fig, "tau_fits")
 plt.show()
 
 # %% [markdown]
@@ -253,7 +258,7 @@ for runs, name, color in ((p_runs, "p sweep", "C0"), (omega_runs, "ω sweep", "C
 ax.axhline(products.mean(), color="black", lw=1, ls="--", label=f"mean (CV = {collapse_cv:.2f})")
 ax.set(ylabel="τ · ω · p", title="collapse of both sweeps", ylim=(0, None))
 ax.legend()
-plots.savefig(fig, "collapse")
+figures.save(fig, "collapse")
 plt.show()
 
 # %% [markdown]

@@ -76,6 +76,7 @@ n_authors = 60  # range: [2, inf) or null; null: every sentence of the authors' 
 batch_size = 64  # range: [1, inf)
 device = "auto"
 dtype = "auto"
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import numpy as np
@@ -90,9 +91,9 @@ from corekit.number_axis import (LAST_LAYER_RECIPES, find_axis, fit_margin, flip
 from corekit.tasks import agreement, sva_sentences
 
 plots.use_style()
-if len(models) < 1 or len(set(models)) != len(models):
-    raise ValueError(f"models must list at least one model, without repeats, got {models}")
 claims = Claims("04_llm_agreement_axis")
+figures = plots.Figures(output_dir, claims.notebook)
+claims.require(len(set(models)) == len(models), "models", "a list of models without repeats", models)
 
 # %% [markdown]
 # ## 1. The prompts, checked before use
@@ -161,7 +162,7 @@ for ax, name in zip(axs[0], models):
     ax.axhline(measured[name].base_auroc, color="black", ls=":", lw=1, label="model's margin AUROC")
     ax.set(xlabel="layer", ylim=(0, 1.02), title=name)
 axs[0, 0].legend(loc="lower right")
-plots.savefig(fig, "core_auroc_by_layer")
+figures.save(fig, "core_auroc_by_layer")
 plt.show()
 
 # %% [markdown]
@@ -189,7 +190,7 @@ for ax, name in zip(axs[0], models):
     ax.axvline(s.layer, color="black", lw=0.6)
     ax.set(xlabel="layer", ylabel="margin AUROC", ylim=(0, 1.02), title=f"{name}: last position")
 axs[0, 0].legend(loc="lower left")
-plots.savefig(fig, "ablations_last_position")
+figures.save(fig, "ablations_last_position")
 plt.show()
 
 # %% [markdown]
@@ -237,7 +238,7 @@ for ax, name in zip(axs[0], models):
     ax.axhline(measured[name].base_auroc, color="black", ls=":", lw=1)
     ax.set(xlabel="layer", ylabel="margin AUROC (held out)", ylim=(0, 1.02), title=f"{name}: two scopes")
 fig.legend(*axs[0, 0].get_legend_handles_labels(), loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.0))
-plots.savefig(fig, "ablations_two_scopes")
+figures.save(fig, "ablations_two_scopes")
 plt.show()
 
 # %% [markdown]
@@ -263,7 +264,7 @@ for name in models:
 ax.set(xscale="log", xlabel="core rank r", ylabel="keep-only margin AUROC (held out)",
        title="dotted: model's AUROC − 0.02")
 ax.legend(loc="lower right")
-plots.savefig(fig, "sufficient_rank")
+figures.save(fig, "sufficient_rank")
 plt.show()
 
 # %% [markdown]
@@ -300,7 +301,7 @@ for j, name in enumerate(models):
                   title=f"{name}, layer {f.layer}: R² {r2n:.2f}")
     axs[1, j].plot(f.r2_layers, "o-", ms=3)
     axs[1, j].set(xlabel="layer", ylabel="held-out R² of m ≈ a z + b", ylim=(-0.05, 1.02))
-plots.savefig(fig, "margin_fit")
+figures.save(fig, "margin_fit")
 plt.show()
 
 # %% [markdown]
@@ -366,7 +367,7 @@ for ax, name in zip(axs[0], models):
                              "greedy\nour flip"])
     ax.set(ylabel="continuations", title=f"{name}, layer {generations[name, 'greedy'].layer}")
 axs[0, 0].legend(loc="upper right", fontsize=7)
-plots.savefig(fig, "generation_flip")
+figures.save(fig, "generation_flip")
 plt.show()
 
 # %% [markdown]
@@ -393,7 +394,7 @@ if len(models) > 1:
     ax2.scatter(number_axes[a].z_test[last[a].layer].cpu(), number_axes[b].z_test[last[b].layer].cpu(), s=8,
                 c=np.where(y_test == 1, "#D55E00", "#0072B2"))
     ax2.set(xlabel=f"{a} core coordinate", ylabel=f"{b} core coordinate", title="same prompts (orange: plural)")
-    plots.savefig(fig, "cross_model")
+    figures.save(fig, "cross_model")
     plt.show()
 
 # %% [markdown]
@@ -490,7 +491,7 @@ if on_theirs:
         ax.set(xlabel="layer (★: last layer, axis from the block output)", ylabel="margin AUROC (their test half)",
                ylim=(0, 1.02), title=f"{name}: the authors' sentences")
     axs[0, 0].legend(loc="lower left", fontsize=7, ncol=2)
-    plots.savefig(fig, "authors_sentences")
+    figures.save(fig, "authors_sentences")
     plt.show()
 
 # %% [markdown]

@@ -53,6 +53,7 @@ n_log_snapshots = 12  # range: [0, inf)
 n_dense_snapshots = 12  # range: [0, inf)
 device = "auto"
 cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import numpy as np
@@ -68,17 +69,18 @@ from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule,
 from corekit.train import train_mse
 
 plots.use_style()
+claims = Claims("05_entk_mlp_modular")
+figures = plots.Figures(output_dir, claims.notebook)
 p = check_modulus(p)
 n_cliff = 4 * (p // 2)                          # expected size of each cliff
-if 2 * n_cliff + 2 > p * p:
-    raise ValueError(f"p must be at least 5 for two cliffs of 4⌊p/2⌋ eigenvectors among p² inputs, got {p}")
-if not 1 <= top_k <= p * p:
-    raise ValueError(f"top_k must be in 1..{p * p} (p² inputs), got {top_k}")
+claims.require(2 * n_cliff + 2 <= p * p, "p", "a prime of at least 5 (two cliffs of 4⌊p/2⌋ eigenvectors among p² inputs)",
+               p)
+claims.require(top_k <= p * p, "top_k", f"at most p² = {p * p} (the number of inputs)", top_k)
 n_eig = max(top_k, 2 * n_cliff + 2)            # both cliffs and the eigenvalue after them, at least
 dev = default_device(device)
 if dev.type == "cpu" and cpu_threads:
     torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims = Claims("05_entk_mlp_modular", resolved={"device": str(dev)})
+claims.resolve(device=str(dev))
 
 # %% [markdown]
 # ## Training
@@ -109,7 +111,7 @@ ax2.plot(history.steps, train_acc, label="train")
 ax2.plot(history.steps, test_acc, label="test")
 ax2.set(xlabel="epoch", ylabel="accuracy", title=f"a + b mod {p}")
 ax2.legend()
-plots.savefig(fig, "training_curves")
+figures.save(fig, "training_curves")
 plt.show()
 
 # %% [markdown]
@@ -144,7 +146,7 @@ for e in (edge1, edge2):
     ax.axvline(e - 0.5, color="black", ls="--", lw=1)
 ax.set(xlabel="eigenvalue index", ylabel="λ", title=f"eNTK spectrum (detected edges at {edge1}, {edge2})")
 ax.legend()
-plots.savefig(fig, "spectrum")
+figures.save(fig, "spectrum")
 plt.show()
 
 # %% [markdown]
@@ -169,7 +171,7 @@ for ax, i in zip(axes, (1, 2, n_cliff + 1, n_cliff + 2)):
     ax.imshow(eig.vectors[:, i].reshape(p, p).cpu().numpy(), cmap="RdBu_r")
     ax.set(title=f"eigenvector {i}", xlabel="b", ylabel="a")
     ax.grid(False)
-plots.savefig(fig, "eigenvectors")
+figures.save(fig, "eigenvectors")
 plt.show()
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Overlap of each leading eigenvector with the Fourier features of a and b, of a + b, and of a \u2212 b; the dashed lines are the detected cliff edges.", "name": "fig-05-features"}}
@@ -180,7 +182,7 @@ ax.axvline(edge1 - 0.5, color="black", ls="--", lw=1)
 ax.axvline(edge2 - 0.5, color="black", ls="--", lw=1)
 ax.set(xlabel="eigenvector index", ylabel="overlap with the family", title="Which features each eigenvector carries")
 ax.legend()
-plots.savefig(fig, "eigenvector_features")
+figures.save(fig, "eigenvector_features")
 plt.show()
 
 # %% [markdown]
@@ -254,7 +256,7 @@ ax2.legend()
 for ax in (ax1, ax2):
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(left=0)
-plots.savefig(fig, "alignment_dynamics")
+figures.save(fig, "alignment_dynamics")
 plt.show()
 
 # %% [markdown]

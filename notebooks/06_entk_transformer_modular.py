@@ -65,6 +65,7 @@ dynamics_every_epochs = 100  # range: [1, inf); epochs between the kernel snapsh
 top_k = 40  # range: [1, inf)
 device = "auto"
 cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import numpy as np
@@ -80,20 +81,21 @@ from corekit.tasks.modular import check_modulus, modular_addition
 from corekit.train import Dataset, train_ensemble
 
 plots.use_style()
+claims = Claims("06_entk_transformer_modular")
+figures = plots.Figures(output_dir, claims.notebook)
 p = check_modulus(p)
 all_seeds = list(seeds) + list(extra_seeds)
-if not seeds or len(set(all_seeds)) != len(all_seeds):
-    raise ValueError(f"seeds and extra_seeds must be distinct integers (seeds non-empty), got {seeds!r}, {extra_seeds!r}")
-if epochs <= dynamics_every_epochs:
-    raise ValueError(f"epochs must exceed dynamics_every_epochs ({dynamics_every_epochs}) so that the dynamics have "
-                     f"at least two snapshots, got epochs={epochs}")
-if dynamics_every_epochs % log_every_epochs:
-    raise ValueError(f"dynamics_every_epochs must be a multiple of log_every_epochs ({log_every_epochs}), "
-                     f"got {dynamics_every_epochs}")
+claims.require(len(set(all_seeds)) == len(all_seeds), "extra_seeds", f"seeds not already in seeds = {seeds}",
+               extra_seeds)
+claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds", seeds)
+claims.require(epochs > dynamics_every_epochs, "epochs",
+               f"more than dynamics_every_epochs = {dynamics_every_epochs} (the dynamics need two snapshots)", epochs)
+claims.require(dynamics_every_epochs % log_every_epochs == 0, "dynamics_every_epochs",
+               f"a multiple of log_every_epochs = {log_every_epochs}", dynamics_every_epochs)
 dev = default_device(device)
 if dev.type == "cpu" and cpu_threads:
     torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims = Claims("06_entk_transformer_modular", resolved={"device": str(dev)})
+claims.resolve(device=str(dev))
 AUTHORS_SETTINGS = dict(p=29, d_model=64, n_heads=4, d_mlp=256, train_frac=0.5, lr=3e-4, weight_decay=1.0,
                         betas=[0.9, 0.999], batch_size=64, data_seed=0, split="python", init="lin",
                         batch_order="loader", log_every_epochs=20)
@@ -145,7 +147,7 @@ for ax, (i, seed) in zip(axes[0], enumerate(seeds)):
         ax.axvline(x, color="0.4", ls=style, lw=0.8)
     ax.set(xlabel="epoch", ylabel="accuracy", title=f"seed {seed}: a + b mod {p}")
     ax.legend(fontsize=8)
-plots.savefig(fig, "training_curves")
+figures.save(fig, "training_curves")
 plt.show()
 
 # %% [markdown]
@@ -194,7 +196,7 @@ for ax, seed, W, k in zip(axes[0], seeds, W_E, keys):
     power = fourier.fourier_power(W)[1:].numpy()
     ax.bar(ks, power / power.sum(), color=["#D55E00" if j in k else "0.6" for j in ks])
     ax.set(xlabel="frequency k", ylabel="share of Fourier power", title=f"seed {seed}: key frequencies {k}")
-plots.savefig(fig, "key_frequencies")
+figures.save(fig, "key_frequencies")
 plt.show()
 
 # %% [markdown]
@@ -236,7 +238,7 @@ for row, i, seed in zip(axes, range(len(seeds)), seeds):
         ax.set(title=f"seed {seed}: {name.removeprefix('0.')}", xlabel="eigenvector index", xlim=(-1, 20))
     row[0].set_ylabel("overlap with the features")
 axes[0, 0].legend()
-plots.savefig(fig, "eigenvector_features")
+figures.save(fig, "eigenvector_features")
 plt.show()
 
 # %% [markdown]
@@ -281,7 +283,7 @@ for ax, i, seed, d in zip(axes[0], range(len(seeds)), seeds, dynamics):
     ax.axvline(d["t_peak"], color="#D55E00", lw=1, label=f"derivative peak ({d['t_peak']:.0f})")
     ax.set(xlabel="epoch", title=f"seed {seed}: unembedding eNTK vs sum features")
     ax.legend(fontsize=7)
-plots.savefig(fig, "alignment_dynamics")
+figures.save(fig, "alignment_dynamics")
 plt.show()
 
 # %% [markdown]
@@ -320,7 +322,7 @@ ax.scatter([], [], marker="s", color="#D55E00", label="input features")
 ax.set(xlabel="number of key frequencies", ylabel="unembedding alignment (of max)",
        xticks=sorted({s["n_keys"] for s in summary}))
 ax.legend(fontsize=7)
-plots.savefig(fig, "alignment_vs_keys")
+figures.save(fig, "alignment_vs_keys")
 plt.show()
 
 # %% [markdown]

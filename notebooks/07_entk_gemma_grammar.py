@@ -71,6 +71,7 @@ batch_size = 32  # range: [1, inf)
 chunk_size = 64  # range: [1, inf)
 vector_chunk = 8  # range: [1, inf)
 device = "auto"
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import numpy as np
@@ -85,16 +86,13 @@ from corekit.tasks import grammar
 
 plots.use_style()
 claims = Claims("07_entk_gemma_grammar")
+figures = plots.Figures(output_dir, claims.notebook)
+claims.require(top_k < lanczos_vectors, "top_k", f"fewer than lanczos_vectors = {lanczos_vectors}", top_k)
+claims.require(dense_tokens <= context_tokens, "dense_tokens", f"at most context_tokens = {context_tokens}", dense_tokens)
 lm = language_models.load(model, device=device, dtype="float32")
 layers = sorted(set(sweep_layers) | {layer})
 for l in layers:
     stream_of(lm, l)
-if not 1 <= top_k < lanczos_vectors:
-    raise ValueError(f"top_k must be at least 1 and below lanczos_vectors={lanczos_vectors}, got {top_k}")
-if not 1 <= dense_tokens <= context_tokens:
-    raise ValueError(f"dense_tokens must be in 1..context_tokens={context_tokens}, got {dense_tokens}")
-if not isinstance(split_seeds, int) or split_seeds < 1:
-    raise ValueError(f"split_seeds must be a positive integer (the number of stratified splits), got {split_seeds!r}")
 print(f"{model}: {lm.n_layers} blocks (model.layers.0 … model.layers.{lm.n_layers - 1}), d_model {lm.d_model}, "
       f"vocabulary {lm.config.vocab_size}, final logit soft-cap {lm.config.final_logit_softcapping} ({lm.source}); "
       f"device {lm.device}")
@@ -187,7 +185,7 @@ ax2.axhline(lanczos_tol, color="black", lw=0.6, ls=":")
 ax1.set(xlabel="eigenvalue index", ylabel="λ of K̃", title="top eigenvalues (Lanczos)")
 ax2.set(xlabel="eigenvalue index", ylabel="‖K̃v − λv‖ / λ", title="relative residuals")
 ax1.legend(fontsize=7)
-plots.savefig(fig, "eigenvalues")
+figures.save(fig, "eigenvalues")
 plt.show()
 
 # %% [markdown]
@@ -264,7 +262,7 @@ for ax, (e, p, d, title) in ((ax1, (head.entk_pos, head.pca_pos, head.pos, "word
                   ha="right" if title == "morphology" else "center", fontsize=7 if title == "morphology" else 9)
     ax.set(ylim=(0.0, 1.02), ylabel="test AUROC (mean ± sd over splits)", title=f"{head_spec.module}: {title}")
 fig.legend(*ax1.get_legend_handles_labels(), loc="upper center", ncol=2, bbox_to_anchor=(0.5, 1.08))
-plots.savefig(fig, "auroc_by_label")
+figures.save(fig, "auroc_by_label")
 plt.show()
 
 # %% [markdown]
@@ -299,7 +297,7 @@ ax.plot(layers, [results[l].pca_morph.auroc().mean() for l in layers], "s:", lab
 ax.axvline(layer, color="black", lw=0.6)
 ax.set(xlabel="Hugging Face block N (model.layers.N)", ylabel="macro AUROC", title="per-layer sweep")
 ax.legend(fontsize=7)
-plots.savefig(fig, "layer_sweep")
+figures.save(fig, "layer_sweep")
 plt.show()
 
 # %% [markdown]
@@ -322,7 +320,7 @@ for k, ax in enumerate(axes[0]):
         ax.scatter(scores[k, sel.upos == c], np.full(int((sel.upos == c).sum()), i), s=8)
     ax.set_yticks(range(len(grammar.UPOS_CLASSES)), grammar.UPOS_CLASSES, fontsize=7)
     ax.set(xlabel="score", title=f"eigenvector {k}")
-plots.savefig(fig, "scores_by_class")
+figures.save(fig, "scores_by_class")
 plt.show()
 
 # %% [markdown]

@@ -8,13 +8,13 @@ import torch
 from corekit.claims import Claims
 
 
-def test_metrics_file_schema_and_values(tmp_path, monkeypatch):
-    monkeypatch.setenv("COREKIT_METRICS", str(tmp_path / "nb.metrics.json"))
-    claims = Claims("nb", parameters={"seeds": [0, 1], "T": np.eye(2)})
+def test_metrics_file_schema_and_values(tmp_path):
+    claims = Claims("nb", parameters={"seeds": [0, 1], "T": np.eye(2), "output_dir": str(tmp_path)})
     claims.add("good", np.float32(0.995), paper=0.99, target="≥ 0.99", passed=True)
     claims.add("bad", torch.tensor([1, 2]), paper=3, target="= 3", passed=np.bool_(False))
     claims.add("info", 0.5 + 0.25j, target="reported")
     path = claims.write()
+    assert path == tmp_path / "nb.metrics.json"
     data = json.loads(path.read_text())
     assert set(data) == {"notebook", "parameters", "runtime_s", "threads", "claims", "environment"}
     assert data["threads"] == torch.get_num_threads()
@@ -67,7 +67,7 @@ def test_claims_capture_the_parameters_cell_from_the_callers_globals(tmp_path, m
     monkeypatch.delenv("COREKIT_ROOT", raising=False)
     monkeypatch.chdir(tmp_path / "notebooks")
     namespace = {"Claims": Claims, "scale": 3.5, "names": ["c"], "unrelated": 7}       # 3.5: an injected value
-    exec("claims = Claims('99_demo', resolved={'device': 'cpu'})", namespace)
+    exec("claims = Claims('99_demo'); claims.resolve(device='cpu')", namespace)
     assert namespace["claims"].parameters == {"scale": 3.5, "names": ["c"], "device": "cpu"}
     monkeypatch.chdir(tmp_path)                                                          # found below the root too
     assert Claims("99_demo", namespace={"scale": 1, "names": []}).parameters == {"scale": 1, "names": []}

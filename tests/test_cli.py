@@ -106,7 +106,7 @@ def test_unknown_parameter_lists_the_valid_ones(repo):
     done = corekit("run", TINY, "-p", "sacle", "3", root=repo)
     assert done.returncode == 2
     assert "unknown parameter 'sacle' for 00_tiny (from -p)" in done.stderr
-    assert "valid parameters: scale, matrix, fail, write_metrics, figures" in done.stderr
+    assert "valid parameters: scale, matrix, fail, write_metrics, figures, output_dir" in done.stderr
 
 
 def test_missing_paper_profile_names_the_file(repo):

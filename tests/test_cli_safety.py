@@ -33,6 +33,7 @@ device = "auto"
 p = 7  # range: [3, inf); a prime
 moduli = [5, 7]  # length: 1 or more; range: [3, inf); primes
 width = 4  # range: [1, inf); not a prime necessarily
+output_dir = ""  # path; where the metrics file and figures go
 
 # %%
 import time
@@ -42,11 +43,12 @@ import matplotlib.pyplot as plt
 from corekit import plots
 from corekit.claims import Claims
 
-claims = Claims("{name}", dict(figures=figures, sleep_s=sleep_s))
+claims = Claims("{name}", dict(figures=figures, sleep_s=sleep_s, output_dir=output_dir))
+figs = plots.Figures(output_dir, "{name}")
 for k in range(figures):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, k])
-    plots.savefig(fig, f"figure_{{k}}")
+    figs.save(fig, f"figure_{{k}}")
     plt.close(fig)
 print("sleeping", flush=True)
 time.sleep(sleep_s)

@@ -38,6 +38,7 @@ layers = 2  # range: [1, inf) or null
 norm = "pre"  # one of: pre, post, none
 checkpoint_dir = ""  # path; where to keep state
 transition = [[0.5, 0.5], [0.25, 0.75]]  # range: [0, 1]
+output_dir = ""  # path; where the metrics file and figures go
 
 # %%
 import time
@@ -47,11 +48,13 @@ import matplotlib.pyplot as plt
 from corekit import plots
 from corekit.claims import Claims
 
-claims = Claims("{name}", dict(figures=figures, sleep_s=sleep_s, checkpoint_dir=checkpoint_dir))
+claims = Claims("{name}", dict(figures=figures, sleep_s=sleep_s, checkpoint_dir=checkpoint_dir,
+                               output_dir=output_dir))
+figs = plots.Figures(output_dir, "{name}")
 for k in range(figures):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, k])
-    plots.savefig(fig, f"figure_{{k}}")
+    figs.save(fig, f"figure_{{k}}")
     plt.close(fig)
 print("sleeping", flush=True)
 time.sleep(sleep_s)

@@ -25,15 +25,16 @@ matrix = [[0.5, 0.5], [0.25, 0.75]]  # any nested list
 fail = False  # raise in a cell
 write_metrics = True  # write the metrics file
 figures = {figures}  # number of plots
+output_dir = ""  # path; where the metrics file and figures go (corekit run sets it)
 
 # %%
-import os
-
 import matplotlib.pyplot as plt
 
+from corekit import plots
 from corekit.claims import Claims
 
 claims = Claims("{name}")
+figs = plots.Figures(output_dir, "{name}")
 if fail:
     raise RuntimeError("asked to fail")
 
@@ -50,7 +51,7 @@ for k in range(figures):
 # %%
 claims.add("doubled", 2 * scale, target="= 2 × scale", passed=True, paper=4.0)
 claims.add("negative", scale, target="< 0", passed=scale < 0)
-claims.add("figures_dir", os.environ.get("COREKIT_FIGURES"), target="reported")
+claims.add("figures_dir", str(figs.folder), target="reported")
 if write_metrics:
     claims.write()
 claims.table()
@@ -93,7 +94,7 @@ def make_repo(root: Path, notebooks: dict[str, str]) -> Path:
 
 def corekit(*args: str, root: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Return the finished ``python -m corekit ARGS`` run on the book at ``root`` (text output captured)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("COREKIT_METRICS", "COREKIT_FIGURES")}
+    env = dict(os.environ)
     if root is not None:
         env["COREKIT_ROOT"] = str(root)
     return subprocess.run([sys.executable, "-m", "corekit", *args], env=env, capture_output=True, text=True,

@@ -1,10 +1,15 @@
 """Headline figures of a notebook: paper value, measured value, target and verdict.
 
-A notebook creates one :class:`Claims`, adds every headline figure it measures, shows the table at
-the end of the page and writes ``NAME.metrics.json``::
+A notebook creates one :class:`Claims` in its first cell after the parameters, which checks every parameter
+against what the parameters cell declares and stops the run with one line when a value cannot be right. It
+adds every headline figure it measures, shows the table at the end of the page and, when the notebook's
+``output_dir`` parameter names a folder, writes ``OUTPUT_DIR/NAME.metrics.json``::
 
     {"notebook", "parameters", "runtime_s", "threads",
-     "claims": [{"id", "paper", "measured", "target", "pass"} (+ "authors")], "environment": {...}}
+     "claims": [{"id", "paper", "measured", "target", "pass"} (+ "authors", "why")], "environment": {...}}
+
+With ``output_dir`` empty (a plain papermill or nbmake run) nothing is written: the executed notebook
+holds the table and the figures. ``corekit run`` sets ``output_dir`` to its private run folder.
 
 A claim's ``authors`` is the value the authors' own code gives on the same weights or settings
 (``results/oracle/``, :mod:`corekit.oracle`), shown as a column beside ours where a chapter has one.
@@ -31,9 +36,6 @@ from typing import Any
 
 from corekit.book import paramspec, runinfo
 from corekit.book.parameters import declared
-
-#: Environment variable naming the metrics file; ``corekit run`` sets it for the executed notebook.
-METRICS_ENV = "COREKIT_METRICS"
 
 
 def to_jsonable(value: Any) -> Any:
@@ -150,38 +152,51 @@ def captured_parameters(notebook: str, namespace: dict) -> dict:
 
 
 def check_parameters(notebook: str, values: dict) -> None:
-    """Raise ValueError naming the first parameter whose value its declaration in the parameters cell does not accept.
+    """Raise ParameterError naming the first parameter whose value its declaration in the parameters cell refuses.
 
     ``corekit run`` checks the same rules before a kernel starts; this repeats them inside the notebook, so
-    that papermill or Jupyter runs get the same one-line error instead of a run on a bad value.
+    that papermill, nbmake or Jupyter runs stop with the same one line before any computation.
     """
     for name, parameter in declared(notebook).items():
         rule = paramspec.accepts(parameter.default, parameter.help)
         try:
-            paramspec.check(values[name], rule, Path.cwd())
+            paramspec.check_parameter(name, parameter.help, rule, values[name], Path.cwd())
         except ValueError as error:
-            raise ValueError(f"{notebook}: parameter {name!r}: {error}") from None
+            raise paramspec.ParameterError(f"{notebook}: parameter {name!r}: {error}") from None
 
 
 class Claims:
     """Collects a notebook's claims and writes them to its metrics file.
 
-    ``Claims(notebook)`` records the notebook's parameters itself: the names its parameters cell
+    ``Claims(notebook)`` checks and records the notebook's parameters itself: the names its parameters cell
     declares (:func:`corekit.book.parameters.declared`), with their values in the caller's globals (papermill's
-    injected values included); ``resolved`` adds or replaces entries (e.g. the device "auto" became).
-    ``parameters`` given explicitly are recorded as they are.
+    injected values included); :meth:`resolve` adds or replaces entries (e.g. the device "auto" became).
+    ``parameters`` given explicitly are recorded as they are, unchecked. ``output_dir`` is where the metrics
+    file goes (``""``: nowhere), not a parameter of the experiment: it is not recorded.
     """
 
-    def __init__(self, notebook: str, parameters: dict | None = None, *, resolved: dict | None = None,
-                 namespace: dict | None = None):
+    def __init__(self, notebook: str, parameters: dict | None = None, *, namespace: dict | None = None):
         self.notebook = notebook
         if parameters is None:
             caller = inspect.currentframe().f_back
             parameters = captured_parameters(notebook, namespace if namespace is not None else caller.f_globals)
             check_parameters(notebook, parameters)
-        self.parameters = to_jsonable({**parameters, **(resolved or {})})
+        output_dir = parameters.get(paramspec.OUTPUT_DIR) or ""
+        self.output_dir = Path(output_dir).expanduser().resolve() if output_dir else None
+        self.parameters = to_jsonable({k: v for k, v in parameters.items() if k != paramspec.OUTPUT_DIR})
         self.claims: list[Claim] = []
         self._start = time.perf_counter()
+
+    def resolve(self, **values: Any) -> None:
+        """Record what a parameter resolved to in this run (e.g. ``device="cuda:0"`` for "auto")."""
+        self.parameters.update(to_jsonable(values))
+
+    def require(self, ok: bool, name: str, accepted: str, value: Any) -> None:
+        """Raise ParameterError naming ``name``, its value and what is ``accepted`` unless ``ok`` (sizes that make a
+        run empty or impossible, which only the notebook can work out)."""
+        if not ok:
+            raise paramspec.ParameterError(f"{self.notebook}: parameter {name!r}: expected {accepted}, "
+                                           f"got {paramspec.show(value)}")
 
     def add(self, id: str, measured: Any, *, target: str, passed: bool | None = None, paper: Any = None,
             authors: Any = None, why: str | None = None) -> Claim:
@@ -214,9 +229,12 @@ class Claims:
                 "runtime_s": round(time.perf_counter() - self._start, 3), "threads": _torch_threads(),
                 "claims": [c.as_dict() for c in self.claims]}
 
-    def write(self, path: str | os.PathLike | None = None) -> Path:
-        """Return the path of the written metrics file (``$COREKIT_METRICS`` or ``NAME.metrics.json``)."""
-        path = Path(path or os.environ.get(METRICS_ENV) or f"{self.notebook}.metrics.json")
+    def write(self, path: str | os.PathLike | None = None) -> Path | None:
+        """Return the path of the written metrics file (``path``, else ``OUTPUT_DIR/NAME.metrics.json``), None when
+        neither is given (a run without ``output_dir`` keeps its claims in the executed notebook only)."""
+        if path is None and self.output_dir is None:
+            return None
+        path = Path(path) if path is not None else self.output_dir / f"{self.notebook}.metrics.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         metrics = {**self.as_dict(), "environment": runinfo.environment()}
         path.write_text(json.dumps(metrics, indent=2) + "\n")

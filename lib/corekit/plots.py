@@ -1,19 +1,17 @@
 """One matplotlib style for the whole book, and the figure types several chapters share.
 
-Figures have opaque white backgrounds so they stay readable in a dark-mode browser. ``savefig``
-writes a PNG to ``$COREKIT_FIGURES`` (set by ``corekit run``) when it is set.
+Figures have opaque white backgrounds so they stay readable in a dark-mode browser. :class:`Figures`
+saves them as PNG files into ``OUTPUT_DIR/figures/NAME/`` when a notebook's ``output_dir`` is set, and
+nowhere otherwise (the executed notebook shows them).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
-
-FIGURES_ENV = "COREKIT_FIGURES"
 
 STYLE = {
     "figure.facecolor": "white",
@@ -51,15 +49,20 @@ def use_style() -> None:
         pass
 
 
-def savefig(fig: plt.Figure, name: str) -> Path | None:
-    """Return the path ``fig`` was saved to under ``$COREKIT_FIGURES`` (None when it is not set)."""
-    root = os.environ.get(FIGURES_ENV)
-    if not root:
-        return None
-    path = Path(root) / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, facecolor="white", transparent=False)
-    return path
+class Figures:
+    """Where a notebook's figures go: ``OUTPUT_DIR/figures/NOTEBOOK/NAME.png``, or nowhere when ``output_dir`` is empty."""
+
+    def __init__(self, output_dir: str | Path, notebook: str):
+        self.folder = Path(output_dir).expanduser().resolve() / "figures" / notebook if output_dir else None
+
+    def save(self, fig: plt.Figure, name: str) -> Path | None:
+        """Return the path ``fig`` was saved to as ``NAME.png`` (None when the notebook has no output folder)."""
+        if self.folder is None:
+            return None
+        path = self.folder / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, facecolor="white", transparent=False)
+        return path
 
 
 def heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str], title: str,

@@ -36,8 +36,6 @@ from corekit.book.parameters import effective_parameters, parse_value, read_para
 from corekit.book.site import build_html, stage_book
 from corekit.book.source_hash import source_hash
 
-#: Environment variable naming the folder where the executed notebook saves its figures.
-FIGURES_ENV = "COREKIT_FIGURES"
 KERNEL = "python3"
 VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
 #: Folders of the repository that ``--out`` may not be or lie in, and why.

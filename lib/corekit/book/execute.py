@@ -16,32 +16,15 @@ from typing import Any, Iterator, NoReturn
 
 from corekit.book.errors import CorekitError, ExecutionFailed, Interrupted
 from corekit.book.notebooks import Notebook
+from corekit.book.paramspec import OUTPUT_DIR
 from corekit.book.source_hash import source_hash
-from corekit.claims import METRICS_ENV
 
-#: Environment variable naming the folder where the executed notebook saves its figures.
-FIGURES_ENV = "COREKIT_FIGURES"
 KERNEL = "python3"
 VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
 #: Folders of the repository that ``--out`` may not be or lie in, and why.
 PROTECTED = {"notebooks": "the notebooks' sources", "lib": "the library",
              "results": "the published runs, which only --publish writes"}
 
-
-
-@contextlib.contextmanager
-def environ(**values: str) -> Iterator[None]:
-    """Set environment variables for the duration of the block, then restore them."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @contextlib.contextmanager
@@ -345,8 +328,7 @@ def execute(nb: Notebook, profile: str, params: dict, out: Path, cell_timeout: f
     with staging_folder(out, nb.name) as folder:
         run = Outputs(folder, nb.name)
         try:
-            with environ(**{METRICS_ENV: str(run.metrics), FIGURES_ENV: str(run.figures)}):
-                run_papermill(nb, params, run.ipynb, cell_timeout)
+            run_papermill(nb, {**params, OUTPUT_DIR: str(folder)}, run.ipynb, cell_timeout)
             metrics = finish_metrics(nb, run.metrics, profile, params, time.perf_counter() - start)
             install(run, final, metrics)
         except ExecutionFailed as err:

@@ -56,11 +56,12 @@ def notebook_source(notebook: str, start: Path | None = None) -> Path:
     """Return the path of ``notebooks/NOTEBOOK.py``: in ``$COREKIT_ROOT``, else in or above ``start`` (default: cwd).
 
     A notebook executes in its own folder (``corekit run`` and Jupyter both do), so ``NOTEBOOK.py`` is
-    usually right there.
+    usually right there; papermill run from elsewhere finds it in the checkout this library is installed from.
     """
     start = (start or Path.cwd()).resolve()
     roots = [Path(os.environ[ROOT_ENV]).expanduser()] if os.environ.get(ROOT_ENV) else []
-    for folder in (*roots, start, *start.parents):
+    installed = [Path(__file__).resolve().parents[3]]     # lib/corekit/book/parameters.py in an editable install
+    for folder in (*roots, start, *start.parents, *installed):
         for candidate in (folder / f"{notebook}.py", folder / "notebooks" / f"{notebook}.py"):
             if candidate.is_file():
                 return candidate
@@ -101,6 +102,9 @@ def check_names(nb: Notebook, values: dict, origin: str) -> None:
         valid = ", ".join(declared) or "(none: the notebook has no cell tagged 'parameters')"
         raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} for {nb.name} (from {origin}); "
                            f"valid parameters: {valid}")
+    if paramspec.OUTPUT_DIR in values:
+        raise CorekitError(f"{origin}: {paramspec.OUTPUT_DIR} is set by corekit run (its run folder); choose where the "
+                           "outputs go with --out")
 
 
 def accepted_values(nb: Notebook) -> dict[str, paramspec.Accepts]:

@@ -34,6 +34,9 @@ from typing import Any, Iterator
 NUMBER = r"[-+]?(?:inf|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 INTERVAL = re.compile(rf"([\[(])\s*({NUMBER})\s*,\s*({NUMBER})\s*([\])])")
 LENGTH = re.compile(r"(\d+)( or more)?")
+#: The parameter naming the folder a notebook writes its metrics file and figures into ("" : nowhere, the executed
+#: notebook holds them); ``corekit run`` sets it to its private run folder, so a run may not.
+OUTPUT_DIR = "output_dir"
 #: The parameter a notebook reads its torch device from ("auto", "cpu", "cuda", "cuda:N").
 DEVICE_PARAMETER = "device"
 #: Comment clauses of a parameter that must be a prime (an integer) or primes (a list of integers).
@@ -46,6 +49,14 @@ KIND_NAMES = {bool: ("true or false", "bools"), int: ("an integer", "integers"),
 
 class DeclarationError(ValueError):
     """A parameters-cell comment whose clauses cannot be read."""
+
+
+class ParameterError(ValueError):
+    """A parameter value a notebook refuses: shown in Jupyter, papermill and nbmake as its one line, no traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        """Return the lines IPython shows for this error instead of a traceback."""
+        return [f"ParameterError: {self}"]
 
 
 @dataclass(frozen=True)
