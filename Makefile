@@ -26,9 +26,12 @@ book: install
 lint: install
 	$(PYTHON) -m ruff check .
 
-# Everything: lint, library tests, the notebooks on their quick profiles, the book.
+# Everything: lint, library tests, the notebooks on their quick profiles, the book; then every notebook once more
+# as a user's tool runs it, nbmake (each in its own folder, output_dir empty: nothing may be written there).
 test: lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(PYTHON) -m pytest $(PYTEST_ARGS) -p no:cacheprovider --nbmake --nbmake-timeout=900 notebooks/
+	git diff --exit-code --stat -- notebooks/ && test -z "$$(git status --porcelain --ignored --untracked-files=all -- notebooks/)"
 
 # The library's own tests only (no notebook, book or real language model): about two minutes.
 test-fast: install

@@ -43,6 +43,7 @@ for k in range(figures):
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.plot([0, 1, 2], [0, k + 1, 2 * k + 1], marker="o")
     ax.set_title(f"figure {{k}}")
+    figs.save(fig, f"figure_{{k}}")
     plt.show()
 
 # %% [markdown]
