@@ -350,7 +350,7 @@ for m, seed in enumerate(seeds):
 M = len(seeds)
 pairs = [(a, b) for a in range(M) for b in range(a + 1, M)]
 weight_cos = metrics.cosine_matrix(models["paper"].weight_matrices()).cpu().numpy()
-weight_cos_init = metrics.cosine_matrix(untrained.weight_matrices()).cpu().numpy()
+weight_cos_init = metrics.cosine_matrix(untrained["paper"].weight_matrices()).cpu().numpy()
 compared = {}
 for name, (chain, _model) in ensembles.items():
     res = results[name]

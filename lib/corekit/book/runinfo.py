@@ -2,14 +2,16 @@
 
 :func:`environment` returns the ``environment`` block that :meth:`corekit.claims.Claims.write` puts
 into every ``metrics.json``. Code that loads model weights from a file calls :func:`record_model`
-(``corekit.llm.load`` does); the block then lists each file with its size and sha256, so a published
-number names the exact weights that produced it.
+(``corekit.lm.load`` does); the block then lists each file with its size and sha256 (and, for a
+model loaded through a converted copy, that copy's folder name and hash), so a published number names
+the exact weights that produced it.
 """
 from __future__ import annotations
 
 import datetime
 import hashlib
 import importlib.metadata
+import json
 import platform
 import subprocess
 import sys
@@ -23,9 +25,19 @@ _models: dict[str, dict] = {}
 _digests: dict[tuple[str, int, int], str] = {}
 
 
-def record_model(name: str, source: str, path: str | Path | None = None) -> None:
-    """Note that model ``name`` was loaded from ``source``; ``path`` is its weights file, hashed at write time."""
-    _models[name] = {"name": name, "source": source, "path": None if path is None else str(Path(path).resolve())}
+def record_model(name: str, source: str, path: str | Path | None = None, *, converted: dict | None = None) -> None:
+    """Note that model ``name`` was loaded from ``source``; ``path`` is its weights file, hashed at write time.
+
+    ``converted`` ({folder, sha256}) names the converted copy the weights were loaded from or saved to:
+    the folder's name (no machine path) and :func:`files_sha256` of the {file: sha256} of its files.
+    """
+    _models[name] = {"name": name, "source": source, "path": None if path is None else str(Path(path).resolve()),
+                     "converted": None if converted is None else dict(converted)}
+
+
+def files_sha256(files: dict[str, str]) -> str:
+    """Return the sha256 (hex) of a {file: sha256} mapping serialised with ``json.dumps(files, sort_keys=True)``."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 def sha256(path: Path) -> str:
@@ -42,14 +54,15 @@ def sha256(path: Path) -> str:
 
 
 def models() -> list[dict]:
-    """Return every recorded model as {name, source, file, bytes, sha256} (file fields None without a file)."""
+    """Return every recorded model as {name, source, file, bytes, sha256[, converted]} (file fields None without a file)."""
     records = []
     for entry in _models.values():
         path = Path(entry["path"]) if entry["path"] else None
         present = path is not None and path.is_file()
         records.append({"name": entry["name"], "source": entry["source"], "file": path.name if path else None,
                         "bytes": path.stat().st_size if present else None,
-                        "sha256": sha256(path) if present else None})
+                        "sha256": sha256(path) if present else None,
+                        **({"converted": dict(entry["converted"])} if entry["converted"] else {})})
     return records
 
 

@@ -5,13 +5,16 @@ de-quantizes to float32 (needs ``gguf`` and ``accelerate``). Each file's sha256 
 value recorded here before it is used, and ``LM.weights`` names the exact weights ("Gemma-3-270M,
 Q4_K_M GGUF, dequantized to float32"). The converted model is kept on disk under
 ``$COREKIT_CACHE`` (default ``~/.cache/corekit``) so later processes load it in seconds
-(``python -m corekit.lm prepare NAME`` fills that cache ahead of time).
+(``python -m corekit.lm prepare NAME`` fills that cache ahead of time). Each converted copy holds a
+manifest (:data:`MANIFEST`) with the GGUF file's sha256 and every file's sha256; a copy is loaded only
+once each file matches it, and one that does not is removed and converted again from the GGUF file.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -28,6 +31,8 @@ from corekit.lm.model import LM
 
 #: Environment variable naming the folder for converted offline models (default ``~/.cache/corekit``).
 CACHE_ENV = "COREKIT_CACHE"
+#: The file in each converted copy listing the GGUF file it came from and the sha256 of each of its files.
+MANIFEST = "corekit-sha256.json"
 LLM_EXTRA = "pip install 'transformers>=5,<6' 'gguf>=0.10' 'accelerate>=1.0' (or pip install -e '.[llm]')"
 
 
@@ -104,6 +109,8 @@ OFFLINE: dict[str, OfflineModel] = {
 # Loading
 
 _LOADED: dict[tuple, LM] = {}
+#: The converted copy ({folder, sha256}) each offline model was last loaded from or saved to in this process.
+_CONVERTED: dict[str, dict] = {}
 
 
 def _require_transformers():
@@ -197,18 +204,10 @@ def _finish(model: nn.Module, device: torch.device, dtype: torch.dtype, placed: 
     return model
 
 
-def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, dtype: torch.dtype,
-               use_disk_cache: bool) -> tuple[nn.Module, object, str]:
-    """Return (model, tokenizer, source) for a GGUF file (checked already), through the on-disk cache of converted models."""
-    _require_transformers()
+def _convert(path: Path) -> tuple[nn.Module, object]:
+    """Return (model, tokenizer) of the GGUF file at ``path``, de-quantized to float32 and without its quantizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    cached = cache_root() / offline.cache_key() if (offline and use_disk_cache) else None
     with _hub_offline():
-        if cached is not None and (cached / "config.json").is_file():
-            tok = AutoTokenizer.from_pretrained(cached, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(cached, attn_implementation="eager", dtype=torch.float32,
-                                                         local_files_only=True)
-            return model, tok, f"{offline.distribution} (converted copy {cached.name} in the corekit cache)"
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager",
                                                      dtype=torch.float32, local_files_only=True)
@@ -217,19 +216,92 @@ def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, d
     for config in {id(c): c for c in (model.config, model.config.get_text_config())}.values():
         if hasattr(config, "quantization_config"):
             del config.quantization_config
-    if cached is not None:
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=cached.name + ".", dir=cached.parent))
-            model.save_pretrained(tmp)
-            tok.save_pretrained(tmp)
-            if cached.exists():  # another process converted it meanwhile
-                shutil.rmtree(tmp)
-            else:
-                os.replace(tmp, cached)
-        except OSError as err:  # a read-only home: keep going without the disk cache
-            print(f"corekit.lm: could not cache the converted model in {cached}: {err}", file=sys.stderr)
-    return model, tok, str(path)
+    return model, tok
+
+
+def _listing(folder: Path) -> set[str]:
+    """Return the relative (posix) path of every file under ``folder`` except its manifest."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
+
+
+def _verified_files(folder: Path, gguf_sha256: str) -> dict[str, str]:
+    """Return the manifest's {file: sha256} once ``folder`` holds exactly those files with those hashes (ValueError otherwise)."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        made_from, files = manifest["gguf"]["sha256"], dict(manifest["files"])
+    except FileNotFoundError:
+        raise ValueError(f"no {MANIFEST}") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{MANIFEST} unreadable: {type(err).__name__}") from None
+    if made_from != gguf_sha256:
+        raise ValueError("converted from a GGUF file with another sha256")
+    present = _listing(folder)
+    for names, problem in ((set(files) - present, "missing"), (present - set(files), f"not listed in {MANIFEST}")):
+        if names:
+            raise ValueError(f"{min(names)}: {problem}")
+    differs = next((name for name in sorted(files) if runinfo.sha256(folder / name) != files[name]), None)
+    if differs is not None:
+        raise ValueError(f"{differs}: sha256 differs")
+    return files
+
+
+def _cached_copy(offline: OfflineModel, folder: Path, gguf: Path) -> tuple[nn.Module, object, dict[str, str]] | None:
+    """Return (model, tokenizer, files) of the converted copy in ``folder`` once it passes its check (None after removing it)."""
+    try:
+        files = _verified_files(folder, runinfo.sha256(gguf))
+    except ValueError as problem:
+        print(f"corekit.lm: the converted copy of {offline.name} in {folder} failed its check ({problem}); "
+              "rebuilding it from the GGUF file", file=sys.stderr)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    with _hub_offline():
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32,
+                                                     local_files_only=True)
+    return model, tok, files
+
+
+def _write_cache(model: nn.Module, tok, gguf: Path, folder: Path) -> dict[str, str] | None:
+    """Return the {file: sha256} of the converted copy saved, with its manifest, to ``folder`` (None when not saved)."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        files = {name: runinfo.sha256(tmp / name) for name in sorted(_listing(tmp))}
+        manifest = {"gguf": {"file": gguf.name, "sha256": runinfo.sha256(gguf)}, "files": files}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        if folder.exists():  # another process converted it meanwhile
+            shutil.rmtree(tmp)
+            return None
+        os.replace(tmp, folder)
+        return files
+    except OSError as err:  # a read-only home: keep going without the disk cache
+        print(f"corekit.lm: could not cache the converted model in {folder}: {err}", file=sys.stderr)
+        return None
+
+
+def _load_gguf(offline: OfflineModel | None, path: Path, device: torch.device, dtype: torch.dtype,
+               use_disk_cache: bool) -> tuple[nn.Module, object, str]:
+    """Return (model, tokenizer, source) for a GGUF file (checked already), through the on-disk cache of converted models."""
+    _require_transformers()
+    if offline is not None:
+        _CONVERTED.pop(offline.name, None)
+    if offline is None or not use_disk_cache:
+        model, tok = _convert(path)
+        return model, tok, str(path)
+    cached = cache_root() / offline.cache_key()
+    loaded = _cached_copy(offline, cached, path) if cached.exists() else None
+    if loaded is not None:
+        model, tok, files = loaded
+        source = f"{offline.distribution} (converted copy {cached.name} in the corekit cache)"
+    else:
+        model, tok = _convert(path)
+        files, source = _write_cache(model, tok, path, cached), str(path)
+    if files is not None:
+        _CONVERTED[offline.name] = {"folder": cached.name, "sha256": runinfo.files_sha256(files)}
+    return model, tok, source
 
 
 def _load_hub(name: str, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, object, str, bool]:
@@ -325,7 +397,8 @@ def _record(name: str, source: str) -> None:
     if name in OFFLINE:
         offline = OFFLINE[name]
         version = importlib.metadata.version(offline.distribution)
-        runinfo.record_model(name, f"{offline.distribution}=={version}", offline.gguf_path())
+        runinfo.record_model(name, f"{offline.distribution}=={version}", offline.gguf_path(),
+                             converted=_CONVERTED.get(name))
     elif name.endswith(".gguf"):
         runinfo.record_model(name, "GGUF file", Path(name).expanduser())
     else:
@@ -335,4 +408,5 @@ def _record(name: str, source: str) -> None:
 def clear_loaded() -> None:
     """Forget every model loaded in this process."""
     _LOADED.clear()
+    _CONVERTED.clear()
 
