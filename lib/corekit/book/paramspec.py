@@ -1,4 +1,5 @@
-"""What a notebook parameter accepts, and the check ``corekit run`` applies before starting a kernel.
+"""What a notebook parameter accepts: the check ``corekit run`` applies before starting a kernel and the notebook
+repeats in its first cell (:class:`corekit.claims.Claims`), failing with one :class:`ParameterError` line.
 
 The type comes from the parameter's default in the notebook's ``parameters`` cell: an integer
 accepts integers, a float any finite number, a string strings, a bool true / false, a list a list
@@ -14,11 +15,15 @@ narrow it with clauses separated by ``;`` (any other clause is help text)::
     layers = 2                # range: [1, inf) or null
     norm = "pre"              # one of: pre, post, none
     checkpoint_dir = ""       # path; empty: no checkpoints
+    p = 29                    # range: [3, inf); a prime
+    moduli = [31, 37]         # length: 1 or more; primes
 
 ``range`` is an interval (``[a, b]``, ``(a, b)``, ``[a, b)``, ``(a, b]``; ``inf`` for no bound) that
 bounds a number or every number in a (nested) list; ``or null`` also accepts ``null``. ``length``
 fixes (``N``) or bounds (``N or more``) a list's length. ``one of`` lists the accepted strings.
 ``path`` marks a file-system path, which :func:`check` makes absolute against the caller's folder.
+``a prime`` / ``primes`` ask for primes; every integer must fit 64 bits, and the parameter ``device``
+must name a device of this machine (:func:`check_parameter`).
 The clauses hold no ``=``: papermill reads a line with a second ``=`` as no parameter.
 """
 from __future__ import annotations
