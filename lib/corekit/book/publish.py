@@ -28,7 +28,7 @@ from corekit import oracle
 from corekit.book.errors import CorekitError
 from corekit.book.notebooks import Notebook, toc_files, toc_notebooks
 from corekit.book.parameters import accepted_values, effective_parameters
-from corekit.book.site import build_html, stage_book, tidy_streams
+from corekit.book.site import build_html, stage_book, stage_notebook
 from corekit.book.source_hash import source_hash
 from corekit.claims import format_value
 
@@ -104,13 +104,7 @@ def executed_run(executed_dir: Path, name: str) -> Run:
 
 def tidy_notebook(source: Path, target: Path) -> int:
     """Write ``source`` to ``target`` with every progress bar collapsed to its final line; return its bytes."""
-    import nbformat
-
-    notebook = nbformat.read(source, as_version=4)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs = tidy_streams(cell.outputs)
-    nbformat.write(notebook, target)
+    stage_notebook(source, target)
     return target.stat().st_size
 
 
