@@ -1,4 +1,4 @@
-"""The book machinery, beside the science modules of :mod:`corekit`: from a command line to an executed run and a site.
+"""The book machinery, beside the science modules of ``corekit``: from a command line to an executed run and a site.
 
 ====================  ================================================================================
 :mod:`.cli`           the ``corekit`` command (run, book, list): parses a request, resolves it once
