@@ -39,14 +39,16 @@ def _inputs(task, tokens):
 def test_last_token_summary_of_each_model_is_its_own(trained):
     task, tokens, model = trained
     batched = ace.last_token_summary(model, *_inputs(task, tokens))
-    assert len(set(batched["fit_rank"])) > 1 or len({round(r, 6) for r in batched["r2"]}) > 1
+    assert len(set(batched["fit_rank"])) > 1 or np.ptp(batched["r2"]) > 1e-3       # the three models differ
     for m in range(len(SEEDS)):
         alone = ace.last_token_summary(_alone(model, m), *_inputs(task, tokens))
         for key in ("energy", "sufficient", "necessary", "fit_rank", "modes"):
             assert batched[key][m] == alone[key][0], key
+        # The activations are float32 and a batched matmul may sum in another order than a single one (about 1e-7
+        # relative, machine-dependent); the fp64 fit carries that on, so the fitted values agree to float32 precision.
         for key in ("r2", "circle"):
-            assert batched[key][m] == pytest.approx(alone[key][0], abs=1e-9), key
-        np.testing.assert_allclose(np.sort_complex(batched["eigs"][m]), np.sort_complex(alone["eigs"][0]), atol=1e-8)
+            assert batched[key][m] == pytest.approx(alone[key][0], rel=1e-5, abs=1e-5), key
+        np.testing.assert_allclose(np.sort_complex(batched["eigs"][m]), np.sort_complex(alone["eigs"][0]), atol=1e-4)
 
 
 def test_next_token_ace_of_each_model_is_its_own(trained):
