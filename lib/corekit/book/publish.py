@@ -338,6 +338,8 @@ HEADLINE_FIGURES = {
                                     "against the Fourier feature families."),
     "07_entk_gemma_grammar": ("auroc_by_label", "How well each leading eNTK eigenvector separates each word class, "
                               "against the null."),
+    "08_two_lenses": ("per_parameter_alignment", "How much of the ACE core of the final residual stream each "
+                      "parameter's leading eNTK eigenvectors hold, against random subspaces."),
 }
 #: Bar colours of the tally figure: pass, fail, reported.
 TALLY_COLOURS = ("#1a7f37", "#cf222e", "#8c959f")

@@ -1,0 +1,402 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # One network, two lenses: ACE cores and eNTK eigenspaces
+#
+# **Question.** Both methods of this book describe a trained network by a low-dimensional subspace.
+# ACE ({cite}`schiffman2026cores`) takes the activations at a cut and keeps the directions that are both
+# large and read by the rest of the network (the core: covariance × observability). The eNTK paper
+# ({cite}`lin2025entk`) takes each parameter's kernel over the inputs and keeps its leading
+# eigenvectors. On the modular-addition transformer of chapter 06 both are said to find the same Fourier
+# structure. Do the two lenses see the same subspace, at the same time in training, and which of the two
+# subspaces is causal for the model's answers?
+#
+# **Method.** The model is chapter 06's: the eNTK authors' 1-layer transformer on $a + b \bmod p$, trained
+# with their settings (split, initial draw, batch order, AdamW; see chapter 06), seeds 2 and 3. On all
+# $p^2$ inputs:
+#
+# - **ACE**: the core of the final residual stream at the last position under the centred logits
+#   (`corekit.ace.extract`), of rank $r$ = its energy rank (99 % of $\sigma^2$); as functions over the
+#   inputs, its $N \times r$ coordinates $Q^\top(h - \mu)$.
+# - **eNTK**: every parameter's kernel flattened by the class-pair mean (chapter 06's kernels) and its top
+#   $r + 1$ eigenvectors, $N \times (r+1)$: one more than the core's rank, because an uncentred kernel
+#   spends one eigenvector on the mean.
+# - **One score** for both: the book's alignment $\|Q_a^\top Q_b\|_F^2 / \min(d_a, d_b)$ of the two spans
+#   (`corekit.lenses.alignments`, 1 when one holds the other), with three nulls: random subspaces of the
+#   same sizes, the same computation at initialisation, and PCA of the same activations.
+#
+# One relation explains where to look (`corekit.lenses`, pinned by `tests/test_lenses.py`): for logits
+# $hW_U$ the eNTK of $W_U$ is $h(x)\cdot h(x')/C$, the Gram matrix of the very residual stream that ACE
+# cuts, and ACE weights that stream by the readout. The claims below were written before the first
+# published run.
+
+# %% tags=["parameters"]
+p = 29  # range: [3, inf); a prime
+d_model = 64  # range: [1, inf)
+n_heads = 4  # range: [1, inf)
+d_mlp = 256  # range: [1, inf)
+train_frac = 0.5  # range: (0, 1)
+lr = 3e-4  # range: (0, inf)
+weight_decay = 1.0  # range: [0, inf)
+betas = [0.9, 0.999]  # length: 2; range: [0, 1)
+batch_size = 64  # range: [1, inf)
+epochs = 4000  # range: [1, inf)
+seeds = [2, 3]  # length: 1 or more; range: [0, inf); chapter 06's models
+data_seed = 0  # range: [0, inf)
+split = "python"  # one of: python, torch; the eNTK authors' split, or corekit's seeded randperm
+init = "lin"  # one of: lin, nanda, fan_in; the eNTK authors' draw, or corekit's per-seed draws
+batch_order = "loader"  # one of: loader, seeded; the authors' DataLoader order, or corekit's (seed, epoch) order
+log_every_epochs = 20  # range: [1, inf); the authors' logging interval (their batch order depends on it)
+dynamics_every_epochs = 100  # range: [1, inf); epochs between the snapshots both lenses are computed on
+energy_threshold = 0.99  # range: (0, 1]; share of σ² the ACE core keeps
+top_k = 40  # range: [1, inf); eigenvectors per kernel
+null_samples = 200  # range: [1, inf); random subspaces per null
+device = "auto"
+cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+
+# %%
+import time
+
+import numpy as np
+import torch
+import matplotlib.pyplot as plt
+
+from corekit import entk_blocks, fourier, lenses, plots, train
+from corekit.claims import Claims
+from corekit.curves import first_step_reaching, steepest_rise
+from corekit.device import default_device
+from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.tasks.modular import check_modulus, modular_addition
+from corekit.train import Dataset, train_ensemble
+
+plots.use_style()
+claims = Claims("08_two_lenses")
+figures = plots.Figures(output_dir, claims.notebook)
+p = check_modulus(p)
+claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds", seeds)
+claims.require(epochs > dynamics_every_epochs, "epochs",
+               f"more than dynamics_every_epochs = {dynamics_every_epochs} (the dynamics need two snapshots)", epochs)
+claims.require(dynamics_every_epochs % log_every_epochs == 0, "dynamics_every_epochs",
+               f"a multiple of log_every_epochs = {log_every_epochs}", dynamics_every_epochs)
+claims.require(top_k < p * p, "top_k", f"fewer than the p² = {p * p} inputs", top_k)
+dev = default_device(device)
+if dev.type == "cpu" and cpu_threads:
+    torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
+claims.resolve(device=str(dev))
+
+# %% [markdown]
+# ## The model
+#
+# Chapter 06's training, unchanged: every model is evaluated after every epoch and its parameters are
+# saved every `dynamics_every_epochs` epochs (and at initialisation).
+
+# %%
+task = modular_addition(p, train_frac, data_seed, split=split)
+tokens = task.tokens()                                                   # (p², 3): a, b, "=" (token p)
+train_set = Dataset(tokens[task.train_idx], task.labels[task.train_idx])
+test_set = Dataset(tokens[task.test_idx], task.labels[task.test_idx])
+config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
+                           norm="none", bias=False, init=init)
+model = BatchedTransformer(config, seeds=seeds).to(dev)
+spe = train.steps_per_epoch(len(train_set), batch_size, drop_last=False)
+log_epochs = list(range(0, epochs, log_every_epochs))
+dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]
+t0 = time.perf_counter()
+history = train_ensemble(model, train_set, test_set, steps=epochs * spe, batch_size=batch_size, lr=lr,
+                         weight_decay=weight_decay, betas=tuple(betas), drop_last=False, batch_order=batch_order,
+                         loader_eval_every=log_every_epochs if batch_order == "loader" else None, loss_outputs=p,
+                         eval_every=spe, snapshot_steps=[0] + [(e + 1) * spe for e in dyn_epochs], progress=False)
+train_seconds = time.perf_counter() - t0
+test_acc = history.curve("test_acc").numpy()                             # (evaluations, models)
+logged = [e + 1 for e in log_epochs]
+grok_epoch = [first_step_reaching(log_epochs, test_acc[logged, i], 0.99) for i in range(len(seeds))]
+for i, seed in enumerate(seeds):
+    print(f"seed {seed}: final test accuracy {test_acc[-1, i]:.4f}; test ≥ 0.99 from logged epoch {grok_epoch[i]} "
+          f"({train_seconds:.0f} s of training for all seeds)")
+
+
+# %% [markdown]
+# ## Both lenses on the final model
+#
+# For every model: the residual stream $h$ (M, N, D) at the last position, its ACE core and energy rank
+# (`corekit.lenses.final_residual_core`), and every parameter's eNTK with its top `top_k` eigenvectors.
+
+# %%
+tokens_dev = tokens.to(dev)
+model.eval()
+t0 = time.perf_counter()
+h, core, ranks = lenses.final_residual_core(model, tokens_dev, energy_threshold)
+ace_seconds = time.perf_counter() - t0
+t0 = time.perf_counter()
+eigs = [entk_blocks.parameter_eigenpairs(model, i, tokens_dev, top_k) for i in range(len(seeds))]
+entk_seconds = time.perf_counter() - t0
+h_init, core_init, ranks_init = lenses.final_residual_core(model, tokens_dev, energy_threshold, history.snapshots[0])
+C = model.p("W_U").shape[-1]
+gram_gap = max(float((eigs[i]["W_U"].values[0] - torch.linalg.eigvalsh(lenses.linear_readout_kernel(h[i:i + 1], C)[0])[-1])
+                     .abs() / eigs[i]["W_U"].values[0]) for i in range(len(seeds)))
+W_E = model.p("W_E")[:, :p].detach().cpu()
+keys = [fourier.key_frequencies(W) for W in W_E]
+print(f"ACE on all models: {ace_seconds:.2f} s; every parameter's eNTK and eigenvectors: {entk_seconds:.1f} s")
+print(f"top eigenvalue of W_U's eNTK vs that of the residual Gram h·h'/C: relative difference {gram_gap:.1e}")
+for i, seed in enumerate(seeds):
+    print(f"seed {seed}: ACE energy rank {int(ranks[i])} (at initialisation {int(ranks_init[i])}); key frequencies {keys[i]}")
+
+# %%
+PARAMS = list(eigs[0])
+align = []                                                               # per model: {param: alignment with the core}
+for i in range(len(seeds)):
+    r = int(ranks[i])
+    Z = core.coordinates(h, r)[i:i + 1]                                  # (1, N, r)
+    align.append({name: lenses.alignments(e.vectors[:, :r + 1][None], Z)[0] for name, e in eigs[i].items()})
+pca, init_align, null99, fourier_core, fourier_init = [], [], [], [], []
+for i in range(len(seeds)):
+    r = int(ranks[i])
+    hc = (h[i] - h[i].mean(0)).double().cpu()
+    U = torch.linalg.svd(hc, full_matrices=False)[0][:, :r]              # PCA of the same activations
+    pca.append(lenses.alignments(eigs[i]["W_U"].vectors[:, :r + 1][None].cpu(), U[None])[0])
+    r0 = int(ranks_init[i])
+    init_eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, r0 + 1, names=["W_U"], state=history.snapshots[0])
+    init_align.append(lenses.alignments(init_eig["W_U"].vectors[None], core_init.coordinates(h_init, r0)[i:i + 1])[0])
+    Z = core.coordinates(h, r)[i].cpu()
+    null99.append(float(np.quantile(lenses.random_alignment_null(Z, r + 1, null_samples, seed=i), 0.99)))
+    F_sum = fourier.fourier_basis(p, "sum", keys[i])
+    fourier_core.append(fourier.alignment(Z, F_sum))
+    fourier_init.append(fourier.alignment(core_init.coordinates(h_init, r0)[i].cpu(), F_sum))
+    best = max(align[i], key=align[i].get)
+    print(f"seed {seeds[i]}: ACE core (rank {r}) vs each parameter's top {r + 1} eNTK eigenvectors: "
+          + ", ".join(f"{n.removeprefix('0.')} {v:.3f}" for n, v in align[i].items()))
+    print(f"  best: {best}; PCA of h vs W_U's block {pca[i]:.3f}; at initialisation ACE vs W_U {init_align[i]:.3f}; "
+          f"random subspaces (99th percentile) {null99[i]:.3f}")
+    print(f"  ACE core vs the a + b features at the keys: {fourier_core[i]:.3f} (at initialisation {fourier_init[i]:.3f})")
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Alignment of the ACE core of the final residual stream with the leading eigenvectors of each parameter's eNTK, one dot per seed. Look for the one parameter whose kernel holds the core, against the grey band of random subspaces (99th percentile) and the hollow markers of the same pair at initialisation.", "name": "fig-08-per-parameter"}}
+fig, ax = plt.subplots(figsize=(7.5, 3.4), layout="constrained")
+x = np.arange(len(PARAMS))
+spread = np.linspace(-0.25, 0.25, len(seeds)) if len(seeds) > 1 else np.zeros(1)
+for i in range(len(seeds)):
+    ax.scatter(x + spread[i], [align[i][n] for n in PARAMS], s=14, color="#0072B2", label="trained" if i == 0 else None)
+ax.scatter(x[PARAMS.index("W_U")] + spread, init_align, s=14, facecolor="white", edgecolor="k",
+           label="W_U at initialisation")
+ax.axhspan(0, max(null99), color="0.85", label="random subspaces, 99th percentile")
+ax.set(xticks=x, ylim=(0, 1.05), ylabel="alignment with the ACE core",
+       title=f"{len(seeds)} seeds; ACE ranks {sorted(int(r) for r in ranks)}")
+ax.set_xticklabels([n.removeprefix("0.") for n in PARAMS])
+ax.legend(fontsize=7, loc="upper left")
+figures.save(fig, "per_parameter_alignment")
+plt.show()
+
+# %% [markdown]
+# ## Over training
+#
+# On every snapshot: the ACE core's energy rank, the alignment of the unembedding's eNTK block with the
+# $a + b$ features at the final keys (chapter 06's curve) and the alignment of the two lenses. Three
+# epochs per seed: where the core *settles* (the first snapshot from which its energy rank never again
+# exceeds the final one), where the eNTK alignment rises fastest (the peak of its derivative) and where
+# the model groks (test accuracy ≥ 0.99).
+
+# %%
+dyn_rank, dyn_entk, dyn_lens = [], [], []
+for e in dyn_epochs:
+    state = history.snapshots[(e + 1) * spe]
+    h_e, core_e, ranks_e = lenses.final_residual_core(model, tokens_dev, energy_threshold, state)
+    dyn_rank.append(ranks_e.cpu().numpy())
+    entk_row, lens_row = [], []
+    for i in range(len(seeds)):
+        K = 2 * len(keys[i])
+        r_e = int(ranks_e[i])
+        e_eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, max(K + 1, r_e + 1), names=["W_U"], state=state)
+        V = e_eig["W_U"].vectors.cpu()
+        entk_row.append(fourier.alignment(V[:, :K + 1], fourier.fourier_basis(p, "sum", keys[i])))
+        lens_row.append(lenses.alignments(V[:, :r_e + 1][None], core_e.coordinates(h_e, r_e)[i:i + 1].cpu())[0])
+    dyn_entk.append(entk_row)
+    dyn_lens.append(lens_row)
+dyn_rank, dyn_entk, dyn_lens = np.array(dyn_rank), np.array(dyn_entk), np.array(dyn_lens)   # (snapshots, models)
+t_ace = [lenses.settling_epoch(dyn_epochs, dyn_rank[:, i]) for i in range(len(seeds))]
+t_entk = [steepest_rise(dyn_epochs, dyn_entk[:, i])[0] for i in range(len(seeds))]
+for i, seed in enumerate(seeds):
+    print(f"seed {seed}: eNTK alignment rises fastest at epoch {t_entk[i]:.0f}, the ACE core settles at {t_ace[i]:.0f} "
+          f"(energy rank {int(dyn_rank[0, i])} → {int(dyn_rank[-1, i])}), grokking at {grok_epoch[i]}")
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Over training, for chapter 06's seeds (first panels): the ACE core's energy rank (left axis), the unembedding eNTK's alignment with the a + b features and the alignment of the two lenses (right axis), with the held-out accuracy in grey; dashed lines mark where the eNTK alignment rises fastest (orange) and where the core settles (blue), the dotted line grokking. Last panel: the three epochs for every seed.", "name": "fig-08-timing"}}
+shown = list(range(min(2, len(seeds))))
+fig, axes = plt.subplots(1, len(shown) + 1, figsize=(5.2 * (len(shown) + 1), 3.6), squeeze=False, layout="constrained")
+epoch_axis = np.asarray(history.steps) / spe
+for ax, i in zip(axes[0], shown):
+    ax.plot(dyn_epochs, dyn_rank[:, i], color="#0072B2", label="ACE energy rank")
+    ax.set(xlabel="epoch", ylabel="ACE energy rank", title=f"seed {seeds[i]}")
+    right = ax.twinx()
+    right.plot(dyn_epochs, dyn_entk[:, i], color="#D55E00", label="eNTK W_U vs a + b features")
+    right.plot(dyn_epochs, dyn_lens[:, i], color="#009E73", label="ACE core vs eNTK W_U")
+    right.plot(epoch_axis, test_acc[:, i], color="0.6", lw=1, label="test accuracy")
+    right.set(ylim=(0, 1.05), ylabel="alignment / accuracy")
+    for x, colour, style in ((t_entk[i], "#D55E00", "--"), (t_ace[i], "#0072B2", "--"), (grok_epoch[i], "k", ":")):
+        if x is not None:
+            ax.axvline(x, color=colour, ls=style, lw=1)
+    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    right.legend(lines, [ln.get_label() for ln in lines], fontsize=7, loc="center right")
+ax = axes[0, -1]
+rows = np.arange(len(seeds))
+ax.scatter(t_entk, rows, color="#D55E00", marker="o", label="eNTK alignment rises fastest")
+ax.scatter(t_ace, rows, color="#0072B2", marker="s", label="ACE core settles")
+ax.scatter([g if g is not None else np.nan for g in grok_epoch], rows, color="k", marker="x", label="test ≥ 0.99")
+ax.set(yticks=rows, yticklabels=[f"seed {s}" for s in seeds], xlabel="epoch", title="every seed")
+ax.legend(fontsize=7)
+figures.save(fig, "timing")
+plt.show()
+
+# %% [markdown]
+# ## Which subspace is causal?
+#
+# ACE's ablations about the mean, on the held-out pairs: *keep only* a subspace of the residual stream
+# (every other direction at its mean) and *remove* it (its coordinates at their mean). Three subspaces of
+# the final residual stream: (a) the ACE core of rank $r$; (b) the span in the residual stream of the
+# unembedding eNTK's top $r + 1$ eigenvectors, mapped to directions by least squares
+# (`corekit.lenses.residual_directions`: the directions whose centred coordinates reproduce those
+# eigenfunctions; for this kernel they are the right singular vectors of $h$ exactly); (c) random
+# subspaces of the same dimensions.
+
+# %%
+test_idx = torch.as_tensor(task.test_idx, device=dev)
+test_y = task.labels[task.test_idx].to(dev)
+h_test = h[:, test_idx]
+accuracy = lenses.readout_accuracy(model, test_y, p)
+base = accuracy(h_test)
+ablation = []
+for i in range(len(seeds)):
+    r = int(ranks[i])
+    one = slice(i, i + 1)
+    q_entk = lenses.residual_directions(h[one].cpu(), eigs[i]["W_U"].vectors[:, :r + 1][None].cpu()).to(dev)
+    rows = {}
+    for name, q in (("ACE core", core.q(r)[one]), ("eNTK W_U block", q_entk),
+                    ("random, dim r", lenses.random_subspaces(1, d_model, r, seed=i).to(dev)),
+                    ("random, dim r + 1", lenses.random_subspaces(1, d_model, r + 1, seed=i).to(dev))):
+        keep, rem = lenses.keep_remove_accuracy(h_test, q.expand(len(seeds), -1, -1), core.mean, accuracy)
+        rows[name] = (float(keep[i]), float(rem[i]))
+    ablation.append(rows)
+    print(f"seed {seeds[i]} (test accuracy {float(base[i]):.3f}, chance {1 / p:.3f}):")
+    for name, (keep, rem) in rows.items():
+        print(f"  {name:18s} keep only {keep:.3f}   remove {rem:.3f}")
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy when only a subspace of the final residual stream is kept (left) or when it is removed (right), per seed: the ACE core, the eNTK's unembedding block mapped into the stream, and random subspaces of the same dimensions. A subspace is sufficient if keeping it keeps the accuracy, necessary if removing it destroys it.", "name": "fig-08-ablations"}}
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+names = list(ablation[0])
+spread = np.linspace(-0.2, 0.2, len(seeds)) if len(seeds) > 1 else np.zeros(1)
+for j, (ax, title) in enumerate(zip(axes, ("keep only", "remove"))):
+    for k, name in enumerate(names):
+        values = [ablation[i][name][j] for i in range(len(seeds))]
+        ax.bar(k, np.mean(values), 0.7, color="#0072B2" if "random" not in name else "0.7")
+        ax.scatter(k + spread, values, s=10, color="k", zorder=3)
+    ax.axhline(1 / p, color="k", ls=":", lw=1, label="chance")
+    ax.set(xticks=np.arange(len(names)), ylim=(0, 1.05), title=f"{title} (bars: mean; dots: seeds)",
+           ylabel="test accuracy")
+    ax.set_xticklabels(names, rotation=20, fontsize=8)
+axes[1].legend(fontsize=7)
+figures.save(fig, "ablations")
+plt.show()
+
+# %% [markdown]
+# ## What each lens costs
+#
+# Measured above on this run's device, for all seeds at once: ACE needs one pass for the activations,
+# the readout's Jacobian and a $D \times D$ factorisation; the eNTK needs a kernel per parameter over
+# all $N^2$ pairs of inputs and its eigenvectors.
+
+# %%
+print(f"ACE core (activations, observability, extraction): {ace_seconds:.2f} s; the nine eNTKs and their top "
+      f"{top_k} eigenvectors: {entk_seconds:.1f} s (ratio {entk_seconds / max(ace_seconds, 1e-9):.0f}×); "
+      f"N = {p * p} inputs, D = {d_model}")
+
+# %% [markdown]
+# ## Discussion
+#
+# **Where the lenses agree.** At the readout they are one object seen twice: the unembedding's kernel is
+# the Gram matrix of the residual stream, and the ACE core is the readout-weighted principal subspace of
+# the same stream. The hollow markers of the first figure are the same comparison at initialisation: where
+# they sit close to the trained values, the agreement of the two lenses is a property of that Gram matrix,
+# not something training creates. What training can add is *content*, which the Fourier score measures:
+# whether the shared subspace is the answer's $a + b$ features (claims `ace_core_is_fourier_*`, with the
+# initial model's value as the null). The other parameters' kernels look at other functions of the
+# inputs (chapter 06: the attention and MLP weights see the input features), so a low score there is
+# what the relation predicts, not a failure of either method.
+#
+# **Where they differ.** In time: the eNTK alignment with the answer's features and the core's energy
+# rank are two different clocks (second figure), and the claims below give their order and how far the
+# core's settling is from grokking. In what they need: ACE needs the readout's Jacobian at one cut and a
+# $D 	imes D$ factorisation; the eNTK needs a kernel over all $N^2$ input pairs per parameter, so its cost
+# grows with the number of inputs, ACE's with the width. In what they can act on: an ACE core is a
+# subspace of activations and can be ablated directly; an eNTK eigenvector is a function of the inputs
+# and must first be mapped back into the network (here by least squares), after which the keep-only and
+# remove tests treat both alike (third figure).
+
+# %% [markdown]
+# ## Claims
+#
+# Each claim names its null in the target. Written before the first published run; a failing row is
+# shown as failing, with its measured value.
+
+# %%
+for i, seed in enumerate(seeds):
+    tag, r, a = f"_seed{seed}", int(ranks[i]), align[i]
+    claims.add("lenses_coincide_at_unembedding" + tag, round(a["W_U"], 4),
+               target=f"ACE core (rank {r}) vs W_U's top {r + 1} eNTK eigenvectors ≥ 0.9; nulls: random subspaces "
+                      f"99th percentile {null99[i]:.3f} (must stay < 0.2), PCA of h {pca[i]:.3f}, at initialisation "
+                      f"{init_align[i]:.3f}", passed=a["W_U"] >= 0.9 and null99[i] < 0.2,
+               why=f"W_U's block holds {a['W_U'] * r:.1f} of the core's {r} dimensions (random: {null99[i] * r:.1f})")
+    best = max(a, key=a.get)
+    others = ", ".join(f"{n.removeprefix('0.')} {v:.2f}" for n, v in a.items() if n != "W_U")
+    claims.add("unembedding_kernel_is_closest" + tag, best.removeprefix("0."),
+               target=f"W_U is the parameter whose eNTK block aligns best with the ACE core (others: {others})",
+               passed=best == "W_U", why=f"{best.removeprefix('0.')} aligns best ({a[best]:.3f}; W_U {a['W_U']:.3f})")
+    claims.add("ace_core_is_fourier" + tag, round(fourier_core[i], 4),
+               target=f"ACE core vs the a + b features at the keys {keys[i]} ≥ 0.9; null: the same at initialisation "
+                      f"{fourier_init[i]:.3f} (must stay < 0.5)", passed=fourier_core[i] >= 0.9 and fourier_init[i] < 0.5,
+               why=f"the core of rank {r} holds {fourier_core[i] * min(r, 2 * len(keys[i])):.1f} of the "
+                   f"{2 * len(keys[i])} a + b directions at the keys")
+    b = float(base[i])
+    ab = ablation[i]
+    for lens, name in (("ace", "ACE core"), ("entk", "eNTK W_U block")):
+        rand = "random, dim r" if lens == "ace" else "random, dim r + 1"
+        keep, rem = ab[name]
+        claims.add(f"{lens}_subspace_sufficient" + tag, round(keep, 4),
+                   target=f"keep only the {name}: test accuracy ≥ model's {b:.3f} − 0.02; null: keep only a random "
+                          f"subspace of its dimension {ab[rand][0]:.3f} (must stay ≤ 0.5)",
+                   passed=keep >= b - 0.02 and ab[rand][0] <= 0.5,
+                   why=f"keeping it gives {keep:.3f} against the model's {b:.3f} (random: {ab[rand][0]:.3f})")
+        claims.add(f"{lens}_subspace_necessary" + tag, round(rem, 4),
+                   target=f"remove the {name}: test accuracy ≤ 2/p = {2 / p:.3f}; null: remove a random subspace of its "
+                          f"dimension {ab[rand][1]:.3f} (must stay ≥ model's − 0.1)",
+                   passed=rem <= 2 / p and ab[rand][1] >= b - 0.1,
+                   why=f"removing it leaves {rem:.3f}, chance is {1 / p:.3f} (random removal: {ab[rand][1]:.3f})")
+grokked = [i for i in range(len(seeds)) if grok_epoch[i] is not None]
+order = {seeds[i]: [round(t_entk[i]), round(t_ace[i])] for i in range(len(seeds))}
+claims.add("entk_rises_before_core_settles", order,
+           target=f"[eNTK steepest rise, ACE core settles] per seed: the eNTK alignment rises fastest before the core "
+                  f"settles, for every seed (snapshots every {dynamics_every_epochs} epochs; spread of the gap over "
+                  f"seeds {min(t_ace[i] - t_entk[i] for i in range(len(seeds))):.0f}…"
+                  f"{max(t_ace[i] - t_entk[i] for i in range(len(seeds))):.0f} epochs)",
+           passed=all(t_entk[i] < t_ace[i] for i in range(len(seeds))),
+           why=f"[eNTK steepest rise, core settles] epochs per seed: {order}")
+tol = [max(2 * dynamics_every_epochs, 0.15 * grok_epoch[i]) for i in grokked]
+claims.add("core_settles_at_grokking", {seeds[i]: [round(t_ace[i]), grok_epoch[i]] for i in range(len(seeds))},
+           target="[ACE core settles, test ≥ 0.99] per seed: within max(2 snapshots, 15 % of the grokking epoch) of "
+                  f"each other for every seed ({len(grokked)} of {len(seeds)} seeds grokked; all must)",
+           passed=len(grokked) == len(seeds) and all(abs(t_ace[i] - grok_epoch[i]) <= t for i, t in zip(grokked, tol)),
+           why="[core settles, grokking] epochs per seed: "
+               f"{ {seeds[i]: [round(t_ace[i]), grok_epoch[i]] for i in range(len(seeds))} }")
+claims.add("cost_seconds", {"ace": round(ace_seconds, 2), "entk_all_parameters": round(entk_seconds, 1)},
+           target="reported: wall time of each lens on the final models, this run's device")
+claims.write()
+claims.table()
