@@ -71,7 +71,7 @@ equals_token = True  # True: input a, b and an equals token; False: just a, b (t
 lr = 2e-3  # range: (0, inf)
 betas = [0.9, 0.98]  # length: 2; range: [0, 1)
 weight_decay = 2.0  # range: [0, inf)
-batch_size = 0  # range: [0, inf); 0: full batch
+batch_size = 0  # range: [0, inf); 0 (or at least the training pairs): full batch
 drop_last = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
 epochs = 1600  # range: [1, inf)
 fork_epoch = 250  # range: [0, inf)
@@ -107,9 +107,6 @@ figures = plots.Figures(output_dir, claims.notebook)
 claims.require(0 < fork_epoch < epochs, "fork_epoch", f"an epoch inside the run, 0 < fork_epoch < epochs = {epochs}",
                fork_epoch)
 task = modular_addition(p, train_frac, seed=data_seed, split=split)
-n_train_pairs = len(task.train_idx)
-claims.require(batch_size <= n_train_pairs, "batch_size",
-               f"0 (full batch) or at most the {n_train_pairs} training pairs (a larger batch trains 0 steps)", batch_size)
 dev = default_device(device)
 claims.resolve(device=str(dev))
 

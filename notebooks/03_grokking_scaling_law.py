@@ -62,7 +62,7 @@ sweep_weight_decay = 1.0  # range: (0, inf)
 p_max_epochs = 3000  # range: [1, inf); the p sweep trains full batch, one step per epoch
 weight_decays = [1.0, 1.5, 2.0]  # length: 2 or more; range: (0, inf)
 omega_p = 31  # range: [3, inf); a prime
-omega_batch_size = 0  # range: [0, inf); 0: full batch
+omega_batch_size = 0  # range: [0, inf); 0 (or at least the training pairs): full batch
 omega_max_epochs = 3000  # range: [1, inf)
 drop_last = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
 seeds = [0, 1, 2, 3]  # length: 4 or more; range: [0, inf)
@@ -108,9 +108,6 @@ claims = Claims("03_grokking_scaling_law")
 figures = plots.Figures(output_dir, claims.notebook)
 claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds (the bootstrap resamples them)", seeds)
 omega_train_pairs = len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx)
-claims.require(omega_batch_size <= omega_train_pairs, "omega_batch_size",
-               f"0 (full batch) or at most the {omega_train_pairs} training pairs of omega_p = {omega_p} "
-               "(a larger batch trains 0 steps)", omega_batch_size)
 dev = default_device(device)
 claims.resolve(device=str(dev))
 omega_epoch_steps = steps_per_epoch(omega_train_pairs, omega_batch_size, drop_last)
