@@ -234,6 +234,21 @@ def test_staged_notebooks_drop_tqdms_missing_widgets_warning_only():
                                                                           ("stderr", "UserWarning: a real one\n")]
 
 
+def test_staged_notebooks_show_no_run_folder(tmp_path):
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    injected = nbformat.v4.new_code_cell('# Parameters\nseed = 3\noutput_dir = "/srv/run/_build/.nb.running-1-x"\n')
+    injected.metadata["tags"] = ["injected-parameters"]
+    plain = nbformat.v4.new_code_cell('output_dir = "kept: not papermill\'s"')
+    nb.cells = [injected, plain]
+    nbformat.write(nb, tmp_path / "run.ipynb")
+    site.stage_notebook(tmp_path / "run.ipynb", tmp_path / "staged.ipynb")
+    staged = nbformat.read(tmp_path / "staged.ipynb", as_version=4)
+    assert staged.cells[0].source == "# Parameters\nseed = 3"
+    assert staged.cells[1].source == plain.source
+    assert "output_dir" in nbformat.read(tmp_path / "run.ipynb", as_version=4).cells[0].source   # the run is kept
+
+
 def test_source_hash_covers_what_the_notebook_imports_and_nothing_else(tmp_path):
     source = tiny_notebook(TINY).replace("# %%\n", "# %%\nfrom corekit import ace\n", 1)
     root = make_repo(tmp_path, {TINY: source})

@@ -3,9 +3,9 @@ parameter checks, `claims.require` on sizes, `claims.resolve`) runs with the pro
 nothing. A size check that refuses a profile's own value would stop that published run in its first cells."""
 import jupytext
 import pytest
+from tinyrepo import REPO
 
 from corekit.book import notebooks, parameters
-from tinyrepo import REPO
 
 CASES = [(nb.stem, profile) for nb in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
          for profile in ("quick", "cpu", "paper")

@@ -112,6 +112,7 @@ def test_no_page_shows_a_machine_path_a_warning_or_an_empty_interval(site):
             continue
         name, text = page.relative_to(site).as_posix(), text_of(page)
         noisy += [f"{name}: {path}" for path in machine_paths() if f"{path}/" in text]
+        noisy += [f"{name}: a run folder: {m[0]!r}" for m in re.finditer(r'output_dir = "[^"]+"', text)]
         if name.startswith("notebooks/"):                     # a warning in a run's output (the API pages name them)
             hits = {(name, word) for word in WARNING_WORDS if word in text}
             known |= hits & KNOWN_NOISE

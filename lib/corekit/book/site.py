@@ -49,14 +49,27 @@ def tidy_streams(outputs: list) -> list:
     return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
 
 
+#: An injected ``output_dir = "..."`` line: the run's private folder on the machine that ran it, no part of the
+#: experiment (it is not recorded in the metrics either).
+_OUTPUT_DIR_LINE = re.compile(r"^output_dir = .*\n?", re.M)
+
+
+def without_output_dir(source: str) -> str:
+    """Return an injected-parameters cell's source without its ``output_dir`` assignment."""
+    return _OUTPUT_DIR_LINE.sub("", source).rstrip("\n")
+
+
 def stage_notebook(executed: Path, staged: Path) -> None:
-    """Copy an executed notebook into the book, showing each progress bar once, in its final state."""
+    """Copy an executed notebook into the book, showing each progress bar once, in its final state, and no run
+    folder of the machine that ran it (papermill's injected ``output_dir``)."""
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = tidy_streams(cell.outputs)
+            if "injected-parameters" in cell.metadata.get("tags", []):
+                cell.source = without_output_dir(cell.source)
     nbformat.write(notebook, staged)
 
 
