@@ -24,8 +24,8 @@
 # subspaces is causal for the model's answers?
 #
 # **Method.** The model is chapter 06's: the eNTK authors' 1-layer transformer on $a + b \bmod p$, trained
-# with their settings (split, initial draw, batch order, AdamW; see chapter 06), seeds 2 and 3. On all
-# $p^2$ inputs:
+# with their settings (split, initial draw, batch order, AdamW; see chapter 06): seeds 2 and 3 by default, more
+# where a profile adds them (the run's parameters cell lists its seeds). On all $p^2$ inputs:
 #
 # - **ACE**: the core of the final residual stream at the last position under the centred logits
 #   (`corekit.ace.extract`), of rank $r$ = its energy rank (99 % of $\sigma^2$); as functions over the
