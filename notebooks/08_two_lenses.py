@@ -21,7 +21,9 @@
 # ({cite}`lin2025entk`) takes each parameter's kernel over the inputs and keeps its leading
 # eigenvectors. On the modular-addition transformer of chapter 06 both are said to find the same Fourier
 # structure. Do the two lenses see the same subspace, at the same time in training, and which of the two
-# subspaces is causal for the model's answers?
+# subspaces is causal for the model's answers? And on a language model, where ACE finds a 1-D axis of
+# number agreement in Gemma-3-270M (chapter 04) and the eNTK paper reads word classes off per-layer kernels
+# (chapter 07): does the eNTK at the axis's layer see number at all?
 #
 # **Method.** The model is chapter 06's: the eNTK authors' 1-layer transformer on $a + b \bmod p$, trained
 # with their settings (split, initial draw, batch order, AdamW; see chapter 06): seeds 2 and 3 by default, more
@@ -63,6 +65,13 @@ dynamics_every_epochs = 100  # range: [1, inf); epochs between the snapshots bot
 energy_threshold = 0.99  # range: (0, 1]; share of σ² the ACE core keeps
 top_k = 40  # range: [1, inf); eigenvectors per kernel
 null_samples = 200  # range: [1, inf); random subspaces per null
+language_model = "gemma-3-270m"  # one of: gemma-3-270m, smollm2-135m; an offline model of chapter 04
+lm_n_train = 200  # range: [2, inf); chapter 04's agreement prompts (seeded split) that fit ACE's axis
+lm_n_test = 200  # range: [2, inf); held-out prompts that score it
+lm_top_k = 8  # range: [1, inf); eNTK eigenvectors at the axis's layer
+lm_lanczos_vectors = 96  # range: [2, inf); at most this many Krylov vectors (blocks of 8)
+lm_batch_size = 64  # range: [1, inf); prompts per forward pass
+n_boot = 2000  # range: [1, inf); bootstrap resamples of the held-out AUROC's interval
 device = "auto"
 cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
 output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
@@ -74,11 +83,15 @@ import numpy as np
 import torch
 import matplotlib.pyplot as plt
 
-from corekit import entk_blocks, fourier, lenses, plots, train
+from corekit import agreement_entk, entk_blocks, fourier, lenses, plots, train
+from corekit import lm as language_models
 from corekit.claims import Claims
 from corekit.curves import first_step_reaching, steepest_rise
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.number_axis import find_axis, measure, sweep
+from corekit.probes import pca_scores
+from corekit.tasks import agreement
 from corekit.tasks.modular import check_modulus, modular_addition
 from corekit.train import Dataset, train_ensemble
 
@@ -92,7 +105,10 @@ claims.require(epochs > dynamics_every_epochs, "epochs",
 claims.require(dynamics_every_epochs % log_every_epochs == 0, "dynamics_every_epochs",
                f"a multiple of log_every_epochs = {log_every_epochs}", dynamics_every_epochs)
 claims.require(top_k < p * p, "top_k", f"fewer than the p² = {p * p} inputs", top_k)
+claims.require(lm_lanczos_vectors >= lm_top_k + 8, "lm_lanczos_vectors", f"at least lm_top_k + 8 = {lm_top_k + 8}",
+               lm_lanczos_vectors)
 dev = default_device(device)
+default_threads = torch.get_num_threads()
 if dev.type == "cpu" and cpu_threads:
     torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
 claims.resolve(device=str(dev))
@@ -308,6 +324,102 @@ figures.save(fig, "ablations")
 plt.show()
 
 # %% [markdown]
+# ## The language model: ACE's number axis and the eNTK at its layer
+#
+# Chapter 04 finds a 1-D ACE core of number agreement in Gemma-3-270M: on prompts that end right before
+# the verb ("The keys to the cabinet …"), the axis of the last token's residual stream at one layer reads
+# singular against plural, and editing along it flips the model's verb. Chapter 07 computes the eNTK of
+# the same model per layer. Here both run on the same prompts: ACE's axis by chapter 04's recipe
+# (`corekit.number_axis`: a rank-1 core at every layer under the observability of the verb margin, the
+# layer where flipping it on the training prompts hurts the margin most), and the eNTK of the decoder
+# block that writes that layer's residual stream (chapter 07's operator of its `mlp.down_proj`,
+# `corekit.agreement_entk`). The operator needs prompts of one token length; it runs on the train and
+# test prompts of the most common length. Two questions, each with PCA directions of the same states and
+# random directions as nulls:
+#
+# - does any of the top `lm_top_k` eNTK eigenvectors separate singular from plural? Each eigenvector gives
+#   one score per prompt (the top singular component of its per-prompt block); the eigenvector and its
+#   sign are chosen on the training prompts, and its AUROC is measured on the held-out ones, with a
+#   bootstrap interval;
+# - how far is ACE's axis from the eNTK's directions in the residual stream? Each eigenvector's scores are
+#   mapped to a direction of the stream by least squares (as for the modular model above, the
+#   minimum-norm solution within the span of these prompts' states), and the angle is that of the axis
+#   with their span.
+
+# %%
+torch.set_num_threads(default_threads)        # a language model uses every core
+lm_train, lm_test = agreement.split(lm_n_train, lm_n_test, seed=data_seed)
+t0 = time.perf_counter()
+lm = language_models.load(language_model, device=dev, dtype="float32")
+measured = measure(lm, language_model, lm_train, lm_test, lm_batch_size)
+axis = find_axis(measured)
+layer = sweep(measured, axis, range(1, lm.n_layers + 1), "last").layer
+axis_seconds = time.perf_counter() - t0
+claims.require(len(measured.train.y) == lm_n_train, "lm_n_train", "no more than the generator's distinct prompts",
+               lm_n_train)
+number = agreement_entk.number_lens(measured, axis, layer, lm_top_k, max_vectors=lm_lanczos_vectors, seed=data_seed)
+n_lens = len(number.y)
+print(f"{lm.weights}: ACE's axis at layer {layer} of {lm.n_layers} (held-out AUROC of its coordinate on all "
+      f"{lm_n_test} test prompts {axis.auroc[layer]:.3f}; axis and layer in {axis_seconds:.0f} s)")
+print(f"eNTK of {number.module} on the {n_lens} prompts of {number.tokens} tokens ({int(number.is_train.sum())} "
+      f"train, {int((~number.is_train).sum())} test): cache {number.cache_seconds:.1f} s, Lanczos "
+      f"{number.lanczos_seconds:.1f} s, largest relative residual {number.relative_residuals.max():.1e}")
+
+# %%
+test_mask = ~number.is_train
+ace_number = agreement_entk.held_out_auroc(number.z[None], number.y, number.is_train, n_boot, seed=data_seed)
+entk_number = agreement_entk.held_out_auroc(number.scores, number.y, number.is_train, n_boot, seed=data_seed)
+pca_lm = pca_scores(number.h, lm_top_k)
+pca_number = agreement_entk.held_out_auroc(pca_lm, number.y, number.is_train, n_boot, seed=data_seed)
+random_number = np.array([agreement_entk.held_out_auroc(agreement_entk.random_scores(number.h, lm_top_k, seed=s), number.y,
+                                                        number.is_train, n_boot=0).test_auroc for s in range(null_samples)])
+random_auroc99 = float(np.quantile(random_number, 0.99))
+per_vector = {name: [agreement_entk.held_out_auroc(S[j:j + 1], number.y, number.is_train, n_boot=0).test_auroc
+                     for j in range(lm_top_k)] for name, S in (("eNTK", number.scores), ("PCA", pca_lm))}
+for name, r in (("ACE axis", ace_number), ("eNTK", entk_number), ("PCA", pca_number)):
+    print(f"{name:8s} chosen on train: row {r.index} (train AUROC {r.train_auroc:.3f}); held out {r.test_auroc:.3f} "
+          f"[{r.interval[0]:.3f}, {r.interval[1]:.3f}]")
+print(f"random directions (best of {lm_top_k} on train, held out): 99th percentile {random_auroc99:.3f}")
+
+# %%
+q_axis = axis.q[layer, :, 0].double().cpu()
+D = q_axis.shape[0]
+q_entk = agreement_entk.stream_directions(number.h, number.scores)     # (D, k): one per eigenvector
+q_pca = agreement_entk.stream_directions(number.h, pca_lm)             # (D, k): the principal axes
+span_entk = [agreement_entk.span_cos2(q_axis, q_entk[:, :j]) for j in range(1, lm_top_k + 1)]
+span_pca = [agreement_entk.span_cos2(q_axis, q_pca[:, :j]) for j in range(1, lm_top_k + 1)]
+random_span99 = [float(np.quantile(agreement_entk.random_span_cos2(D, j, null_samples, seed=j), 0.99))
+                 for j in range(1, lm_top_k + 1)]
+ceiling = agreement_entk.span_cos2(q_axis, (number.h - number.h.mean(0)).T)
+single = [abs(float(q_axis @ q_entk[:, j] / q_entk[:, j].norm())) for j in range(lm_top_k)]
+print(f"cos² of ACE's axis with the span of the top {lm_top_k} eNTK directions: {span_entk[-1]:.3f}; of the top "
+      f"{lm_top_k} PCA directions: {span_pca[-1]:.3f}; random {lm_top_k}-dim subspaces (99th percentile): "
+      f"{random_span99[-1]:.4f}; with the span of all {n_lens} prompts' centred states (the ceiling): {ceiling:.3f}")
+print("closest single eNTK direction: eigenvector " + f"{int(np.argmax(single))}, angle "
+      f"{np.degrees(np.arccos(max(single))):.1f}°")
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Gemma-3-270M at the layer of ACE's number axis. Left: held-out AUROC of singular against plural for each of the top eNTK eigenvectors and the top principal directions (each signed on the training prompts), with ACE's axis as a line and the band of random directions (99th percentile). Right: how much of ACE's axis the span of the first k eNTK (or PCA) directions holds, squared cosine, against random subspaces of the same dimension.", "name": "fig-08-language-model"}}
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+k_axis = np.arange(1, lm_top_k + 1)
+ax = axes[0]
+ax.axhspan(1 - random_auroc99, random_auroc99, color="0.85", label="random directions, 99th percentile")
+ax.plot(k_axis, per_vector["eNTK"], "o-", color="#D55E00", label="eNTK eigenvector")
+ax.plot(k_axis, per_vector["PCA"], "s--", color="0.4", ms=4, label="principal direction")
+ax.axhline(ace_number.test_auroc, color="#0072B2", label="ACE's axis")
+ax.set(xlabel="eigenvector / component", ylabel="held-out AUROC (plural vs singular)", ylim=(0, 1.02),
+       xticks=k_axis, title=f"{language_model}, layer {layer}: {int(test_mask.sum())} held-out prompts")
+ax.legend(fontsize=7, loc="lower left")
+ax = axes[1]
+ax.plot(k_axis, span_entk, "o-", color="#D55E00", label="top-k eNTK directions")
+ax.plot(k_axis, span_pca, "s--", color="0.4", ms=4, label="top-k principal directions")
+ax.plot(k_axis, random_span99, ":", color="k", label="random k-dim, 99th percentile")
+ax.axhline(ceiling, color="0.6", lw=0.8, label="all the prompts' states")
+ax.set(xlabel="k", ylabel="cos² (ACE's axis, span)", ylim=(0, 1.02), xticks=k_axis, title="ACE's axis in the eNTK span")
+ax.legend(fontsize=7)
+figures.save(fig, "language_model")
+plt.show()
+
+# %% [markdown]
 # ## What each lens costs
 #
 # Measured above on this run's device, for all seeds at once: ACE needs one pass for the activations,
@@ -315,9 +427,12 @@ plt.show()
 # all $N^2$ pairs of inputs and its eigenvectors.
 
 # %%
-print(f"ACE core (activations, observability, extraction): {ace_seconds:.2f} s; the nine eNTKs and their top "
-      f"{top_k} eigenvectors: {entk_seconds:.1f} s (ratio {entk_seconds / max(ace_seconds, 1e-9):.0f}×); "
+print(f"modular model: ACE core (activations, observability, extraction) {ace_seconds:.2f} s; the nine eNTKs and "
+      f"their top {top_k} eigenvectors {entk_seconds:.1f} s (ratio {entk_seconds / max(ace_seconds, 1e-9):.0f}×); "
       f"N = {p * p} inputs, D = {d_model}")
+print(f"{language_model}: ACE's axis at every layer and the layer sweep {axis_seconds:.0f} s on {lm_n_train + lm_n_test} "
+      f"prompts (model loading included); the eNTK of one block {number.cache_seconds + number.lanczos_seconds:.0f} s "
+      f"on {n_lens} prompts, top {lm_top_k} eigenpairs")
 
 # %% [markdown]
 # ## Discussion
@@ -339,7 +454,10 @@ print(f"ACE core (activations, observability, extraction): {ace_seconds:.2f} s; 
 # grows with the number of inputs, ACE's with the width. In what they can act on: an ACE core is a
 # subspace of activations and can be ablated directly; an eNTK eigenvector is a function of the inputs
 # and must first be mapped back into the network (here by least squares), after which the keep-only and
-# remove tests treat both alike (third figure).
+# remove tests treat both alike (third figure). On the language model the two are not one object: ACE's
+# axis is chosen by the verb margin's gradient, a single readout among the vocabulary's, while the eNTK's
+# leading eigenvectors are the functions the whole output kernel varies most along; the last figure and
+# the claims `entk_separates_number` and `ace_axis_in_entk_span` say whether number is among them.
 
 # %% [markdown]
 # ## Claims
@@ -396,7 +514,36 @@ claims.add("core_settles_at_grokking", {seeds[i]: [round(t_ace[i]), grok_epoch[i
            passed=len(grokked) == len(seeds) and all(abs(t_ace[i] - grok_epoch[i]) <= t for i, t in zip(grokked, tol)),
            why="[core settles, grokking] epochs per seed: "
                f"{ {seeds[i]: [round(t_ace[i]), grok_epoch[i]] for i in range(len(seeds))} }")
-claims.add("cost_seconds", {"ace": round(ace_seconds, 2), "entk_all_parameters": round(entk_seconds, 1)},
-           target="reported: wall time of each lens on the final models, this run's device")
+where = f"{language_model}, layer {layer}, {int(test_mask.sum())} held-out prompts of {number.tokens} tokens"
+claims.add("ace_axis_separates_number", round(ace_number.test_auroc, 4),
+           target=f"{where}: ACE's axis separates plural from singular, held-out AUROC ≥ 0.8 with its 95 % interval above "
+                  f"the null; null: random directions (best of {lm_top_k}, chosen and signed on the training prompts) "
+                  f"99th percentile {random_auroc99:.3f}",
+           passed=ace_number.test_auroc >= 0.8 and ace_number.interval[0] > random_auroc99,
+           why=f"AUROC {ace_number.test_auroc:.3f} [{ace_number.interval[0]:.3f}, {ace_number.interval[1]:.3f}] against "
+               f"random {random_auroc99:.3f}")
+claims.add("entk_separates_number", round(entk_number.test_auroc, 4),
+           target=f"{where}: one of the top {lm_top_k} eNTK eigenvectors (chosen and signed on the training prompts) "
+                  f"separates plural from singular, held-out AUROC ≥ 0.8 with its 95 % interval above the null; nulls: "
+                  f"random directions (same protocol) 99th percentile {random_auroc99:.3f}, PCA's top {lm_top_k} "
+                  f"(same protocol) {pca_number.test_auroc:.3f}",
+           passed=entk_number.test_auroc >= 0.8 and entk_number.interval[0] > random_auroc99,
+           why=f"eigenvector {entk_number.index} (train AUROC {entk_number.train_auroc:.3f}) gives {entk_number.test_auroc:.3f} "
+               f"[{entk_number.interval[0]:.3f}, {entk_number.interval[1]:.3f}] held out; ACE's axis "
+               f"{ace_number.test_auroc:.3f}, PCA {pca_number.test_auroc:.3f}, random {random_auroc99:.3f}")
+claims.add("ace_axis_in_entk_span", round(span_entk[-1], 4),
+           target=f"{language_model}, layer {layer}: ACE's axis lies in the span of the top {lm_top_k} eNTK directions of "
+                  f"the stream, cos² ≥ 0.5; nulls: random {lm_top_k}-dimensional subspaces 99th percentile "
+                  f"{random_span99[-1]:.4f} (must stay < 0.5), the top {lm_top_k} principal directions {span_pca[-1]:.3f}; "
+                  f"ceiling (the span of all {n_lens} prompts' states) {ceiling:.3f}",
+           passed=span_entk[-1] >= 0.5 and random_span99[-1] < 0.5,
+           why=f"cos² {span_entk[-1]:.3f} (angle {np.degrees(np.arccos(np.sqrt(span_entk[-1]))):.0f}°); closest single "
+               f"eNTK direction {np.degrees(np.arccos(max(single))):.0f}°; PCA span {span_pca[-1]:.3f}")
+claims.add("cost_seconds", {"ace": round(ace_seconds, 2), "entk_all_parameters": round(entk_seconds, 1),
+                            "lm_ace_axis_all_layers": round(axis_seconds, 1),
+                            "lm_entk_one_block": round(number.cache_seconds + number.lanczos_seconds, 1)},
+           target="reported: wall time of each lens on the final modular models and on the language model (ACE: "
+                  "loading, readings, axis at every layer and the layer sweep; eNTK: one block's cache and Lanczos), "
+                  "this run's device")
 claims.write()
 claims.table()
