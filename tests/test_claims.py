@@ -134,7 +134,7 @@ def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, mon
 def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tmp_path):
     import nbformat
 
-    from corekit.book.publish import Run, results_page, verdict_line
+    from corekit.book.publish import Run, front_tally, results_page, verdict_line
     runs, long_target = {}, "a target that is much longer than any shortened value cell would keep, " * 3
     for name, verdicts in (("01_all", [True, True]), ("02_some", [True, False, None]), ("03_none", [False, False])):
         folder = tmp_path / name
@@ -148,6 +148,11 @@ def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tm
         runs[name] = Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", True)
     page = results_page(runs, {}, {})
     assert "3 of 6 tested claims reproduce on the published runs (3 fail; 1 more figures" in page
+    assert "hypotheses of this book" not in page
+    own = Run("08_two_lenses", runs["02_some"].ipynb, runs["02_some"].metrics_path, runs["02_some"].figures, True)
+    mixed = front_tally({"01_all": runs["01_all"], "03_none": runs["03_none"], "08_two_lenses": own})
+    assert mixed.startswith("2 of 4 tested claims reproduce on the published runs (2 fail; 0 more figures")
+    assert mixed.endswith("08 tests hypotheses of this book, not of a paper: 1 of 2 hold.")
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
     assert [r.split(" | ")[4:7] for r in rows] == [["2", "0", "0"], ["1", "1", "1"], ["0", "2", "0"]]
     assert verdict_line(runs["01_all"].metrics) == "reproduces"

@@ -368,12 +368,26 @@ def verdict_line(metrics: dict, shown: int = 3) -> str:
     return f"reproduces except {named}"
 
 
+#: Chapters whose claims test hypotheses of this book, not a paper's: counted apart from the reproduction.
+OWN_HYPOTHESES = frozenset({"08_two_lenses"})
+
+
 def front_tally(runs: dict[str, Run]) -> str:
-    """Return the front page's sentence: how many tested claims the shown runs reproduce."""
-    counts = {k: sum(tally(run.metrics)[k] for run in runs.values()) for k in ("pass", "fail", "reported")}
+    """Return the front page's sentence: how many of the papers' tested claims the shown runs reproduce, and apart from
+    them how many of the book's own hypotheses (:data:`OWN_HYPOTHESES`) hold."""
+    def total(names):
+        return {k: sum(tally(runs[n].metrics)[k] for n in names) for k in ("pass", "fail", "reported")}
+
+    papers = total([n for n in runs if n not in OWN_HYPOTHESES])
     kind = "published runs" if all(run.published for run in runs.values()) else "runs this book shows"
-    return (f"{counts['pass']} of {counts['pass'] + counts['fail']} tested claims reproduce on the {kind} "
-            f"({counts['fail']} fail; {counts['reported']} more figures are reported, not tested).")
+    sentence = (f"{papers['pass']} of {papers['pass'] + papers['fail']} tested claims reproduce on the {kind} "
+                f"({papers['fail']} fail; {papers['reported']} more figures are reported, not tested).")
+    own = [n for n in runs if n in OWN_HYPOTHESES]
+    if own:
+        mine = total(own)
+        sentence += (f" Apart from them, {', '.join(n[:2] for n in own)} tests hypotheses of this book, not of a paper: "
+                     f"{mine['pass']} of {mine['pass'] + mine['fail']} hold.")
+    return sentence
 
 
 def tally_figure(runs: dict[str, Run], path: Path) -> Path:
