@@ -67,8 +67,8 @@ energy_threshold = 0.99  # range: (0, 1]; share of σ² the ACE core keeps
 top_k = 40  # range: [1, inf); eigenvectors per kernel
 null_samples = 200  # range: [1, inf); random subspaces per null
 language_model = "gemma-3-270m"  # one of: gemma-3-270m, smollm2-135m; an offline model of chapter 04
-lm_n_train = 200  # range: [2, inf); chapter 04's agreement prompts (seeded split) that fit ACE's axis
-lm_n_test = 200  # range: [2, inf); held-out prompts that score it
+lm_n_train = 200  # range: [2, inf); even; chapter 04's agreement prompts (seeded split) that fit ACE's axis
+lm_n_test = 200  # range: [2, inf); even; held-out prompts that score it
 lm_top_k = 8  # range: [1, inf); eNTK eigenvectors at the axis's layer
 lm_lanczos_vectors = 96  # range: [2, inf); at most this many Krylov vectors (blocks of 8)
 lm_batch_size = 64  # range: [1, inf); prompts per forward pass
@@ -106,6 +106,8 @@ claims.require(epochs > dynamics_every_epochs, "epochs",
 claims.require(dynamics_every_epochs % log_every_epochs == 0, "dynamics_every_epochs",
                f"a multiple of log_every_epochs = {log_every_epochs}", dynamics_every_epochs)
 claims.require(top_k < p * p, "top_k", f"fewer than the p² = {p * p} inputs", top_k)
+for name, value in (("lm_n_train", lm_n_train), ("lm_n_test", lm_n_test)):
+    claims.require(value % 2 == 0, name, "an even number (half singular, half plural prompts)", value)
 claims.require(lm_lanczos_vectors >= lm_top_k + 8, "lm_lanczos_vectors", f"at least lm_top_k + 8 = {lm_top_k + 8}",
                lm_lanczos_vectors)
 dev = default_device(device)
@@ -356,8 +358,6 @@ measured = measure(lm, language_model, lm_train, lm_test, lm_batch_size)
 axis = find_axis(measured)
 layer = sweep(measured, axis, range(1, lm.n_layers + 1), "last").layer
 axis_seconds = time.perf_counter() - t0
-claims.require(len(measured.train.y) == lm_n_train, "lm_n_train", "no more than the generator's distinct prompts",
-               lm_n_train)
 number = agreement_entk.number_lens(measured, axis, layer, lm_top_k, max_vectors=lm_lanczos_vectors, seed=data_seed)
 n_lens = len(number.y)
 print(f"{lm.weights}: ACE's axis at layer {layer} of {lm.n_layers} (held-out AUROC of its coordinate on all "
