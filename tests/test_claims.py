@@ -152,7 +152,7 @@ def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tm
     own = Run("08_two_lenses", runs["02_some"].ipynb, runs["02_some"].metrics_path, runs["02_some"].figures, True)
     mixed = front_tally({"01_all": runs["01_all"], "03_none": runs["03_none"], "08_two_lenses": own})
     assert mixed.startswith("2 of 4 tested claims reproduce on the published runs (2 fail; 0 more figures")
-    assert mixed.endswith("08 tests hypotheses of this book, not of a paper: 1 of 2 hold.")
+    assert mixed.endswith("Apart from them, chapter 08 tests hypotheses of this book, not of a paper: 1 of 2 hold.")
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
     assert [r.split(" | ")[4:7] for r in rows] == [["2", "0", "0"], ["1", "1", "1"], ["0", "2", "0"]]
     assert verdict_line(runs["01_all"].metrics) == "reproduces"

@@ -385,7 +385,8 @@ def front_tally(runs: dict[str, Run]) -> str:
     own = [n for n in runs if n in OWN_HYPOTHESES]
     if own:
         mine = total(own)
-        sentence += (f" Apart from them, {', '.join(n[:2] for n in own)} tests hypotheses of this book, not of a paper: "
+        sentence += (f" Apart from them, chapter{'s' * (len(own) > 1)} {', '.join(n[:2] for n in own)} "
+                     f"test{'s' * (len(own) == 1)} hypotheses of this book, not of a paper: "
                      f"{mine['pass']} of {mine['pass'] + mine['fail']} hold.")
     return sentence
 
