@@ -17,9 +17,19 @@ def float64():
     torch.set_default_dtype(previous)
 
 
-def _tiny_transformer(norm="none", bias=False, seeds=(0, 1)):
-    cfg = TransformerConfig(vocab=6, n_ctx=3, d_model=8, n_heads=2, d_mlp=12, norm=norm, bias=bias, n_out=5)
-    return BatchedTransformer(cfg, list(seeds)).double()
+#: Chapter 02's block (``nn.TransformerEncoderLayer``'s: query, key and value biases), with and without a causal mask.
+ENCODER = dict(qkv_bias=True, init="torch")
+
+
+def _tiny_transformer(norm="none", bias=False, seeds=(0, 1), **extra):
+    cfg = TransformerConfig(vocab=6, n_ctx=3, d_model=8, n_heads=2, d_mlp=12, norm=norm, bias=bias, n_out=5, **extra)
+    model = BatchedTransformer(cfg, list(seeds)).double()
+    if cfg.qkv_bias:                                  # torch's init draws them as zeros: give them values to test
+        with torch.no_grad():
+            for key, value in model.params.items():
+                if key.split("_", 1)[-1] in ("b_Q", "b_K", "b_V"):
+                    value.copy_(torch.randn_like(value, dtype=torch.float64))
+    return model
 
 
 def _tokens(n=6, seed=0):
@@ -57,14 +67,15 @@ def _reduce(K_full, mode):
     return K_full.sum(dim=(1, 3)) / C**2
 
 
-@pytest.mark.parametrize("norm,bias", [("none", False), ("pre", True), ("post", True)])
-def test_functional_transformer_matches_the_module(norm, bias):
-    model = _tiny_transformer(norm, bias)
+@pytest.mark.parametrize("norm,bias,extra", [("none", False, {}), ("pre", True, {}), ("post", True, {}),
+                                             ("post", True, ENCODER), ("post", True, ENCODER | {"causal": False})])
+def test_functional_transformer_matches_the_module(norm, bias, extra):
+    model = _tiny_transformer(norm, bias, **extra)
     tokens = _tokens()
     fm = entk.functional_transformer(model, 1)
     torch.testing.assert_close(fm(fm.params, tokens), model(tokens)[1, :, -1])
     snapshot = {k: v.clone() for k, v in model.state_dict().items()}
-    other = _tiny_transformer(norm, bias, seeds=(7, 8))                     # parameters from the snapshot
+    other = _tiny_transformer(norm, bias, seeds=(7, 8), **extra)            # parameters from the snapshot
     from_state = entk.functional_transformer(other, 0, state=snapshot)
     torch.testing.assert_close(from_state(from_state.params, tokens), model(tokens)[0, :, -1])
 
@@ -78,9 +89,10 @@ def test_functional_mlp_matches_the_module():
                                ((x @ model.p("W_1")[1] / math.sqrt(6)) ** 2) @ model.p("W_2")[1] / 5)
 
 
-@pytest.mark.parametrize("norm,bias", [("none", False), ("pre", True)])
-def test_structured_kernels_match_naive_autograd_in_every_mode(norm, bias):
-    model = _tiny_transformer(norm, bias)
+@pytest.mark.parametrize("norm,bias,extra", [("none", False, {}), ("pre", True, {}),
+                                             ("post", True, ENCODER | {"causal": False})])
+def test_structured_kernels_match_naive_autograd_in_every_mode(norm, bias, extra):
+    model = _tiny_transformer(norm, bias, **extra)
     tokens = _tokens()
     naive = _naive_full_kernels(model, 1, tokens)
     fm = entk.functional_transformer(model, 1)

@@ -105,17 +105,16 @@ def functional_transformer(model, m: int = 0, state: Mapping[str, Tensor] | None
 
     The outputs are the logits at the last position; they match ``model(tokens)[m, :, -1]`` in eval
     mode (no dropout). ``state`` (a snapshot's state_dict) replaces the model's current parameters.
-    Sites: "W_E", "W_pos", "i.W_Q", "i.W_K", "i.W_V", "i.W_O" (+ "i.b_O"), "i.W_in" (+ "i.b_in"),
-    "i.W_out" (+ "i.b_out"), "W_U" (+ "b_U"); LayerNorm parameters have no site (their kernels come
-    from Jacobians).
+    Sites: "W_E", "W_pos", "i.W_Q", "i.W_K", "i.W_V" (+ "i.b_Q", "i.b_K", "i.b_V" with ``qkv_bias``),
+    "i.W_O" (+ "i.b_O"), "i.W_in" (+ "i.b_in"), "i.W_out" (+ "i.b_out"), "W_U" (+ "b_U"); LayerNorm
+    parameters have no site (their kernels come from Jacobians). Attention is causal as the config says.
     """
     c = model.config
     params = _model_slice(state if state is not None else model, m)
     H, dh, D = c.n_heads, c.d_head, c.d_model
     site_params = {"W_E": ("W_E", None), "W_pos": ("W_pos", None)}
     for i in range(c.n_layers):
-        site_params |= {f"{i}.W_Q": (f"{i}.W_Q", None), f"{i}.W_K": (f"{i}.W_K", None),
-                        f"{i}.W_V": (f"{i}.W_V", None)}
+        site_params |= {f"{i}.W_{x}": (f"{i}.W_{x}", f"{i}.b_{x}" if c.qkv_bias else None) for x in "QKV"}
         site_params |= {f"{i}.{w}": (f"{i}.{w}", f"{i}.{b}" if c.bias else None)
                         for w, b in (("W_O", "b_O"), ("W_in", "b_in"), ("W_out", "b_out"))}
     site_params["W_U"] = ("W_U", "b_U" if c.bias else None)
@@ -139,12 +138,13 @@ def functional_transformer(model, m: int = 0, state: Mapping[str, Tensor] | None
         for i in range(c.n_layers):
             h = ln(P, x, f"{i}.ln1") if c.norm == "pre" else x
             qkv = []
-            for w in ("W_Q", "W_K", "W_V"):
-                _record(record, f"{i}.{w}", h, H * dh)
-                qkv.append(_tap(taps, f"{i}.{w}", torch.einsum("ntd,hde->nthe", h, P[f"{i}.{w}"])))
+            for qkv_name in "QKV":
+                _record(record, f"{i}.W_{qkv_name}", h, H * dh)
+                y = torch.einsum("ntd,hde->nthe", h, P[f"{i}.W_{qkv_name}"])
+                qkv.append(_tap(taps, f"{i}.W_{qkv_name}", y + P[f"{i}.b_{qkv_name}"] if c.qkv_bias else y))
             q, k, v = qkv
             scores = torch.einsum("nthe,nshe->nhts", q, k) / math.sqrt(dh)
-            pattern = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
+            pattern = (scores.masked_fill(mask, float("-inf")) if c.causal else scores).softmax(dim=-1)
             z = torch.einsum("nhts,nshe->nthe", pattern, v)
             _record(record, f"{i}.W_O", z.reshape(N, T, H * dh), D)
             att = _tap(taps, f"{i}.W_O", torch.einsum("nthe,hed->ntd", z, P[f"{i}.W_O"]) + bias(P, f"{i}.b_O"))
