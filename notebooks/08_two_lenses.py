@@ -40,6 +40,9 @@
 #   (`corekit.lenses.alignments`, 1 when one holds the other), with three nulls: random subspaces of the
 #   same sizes, the same computation at initialisation, and PCA of the same activations.
 #
+# The same comparison then runs layer by layer on chapter 02's two-layer models (the ACE authors'
+# architecture), whose eNTK is taken per layer.
+#
 # One relation explains where to look (`corekit.lenses`, pinned by `tests/test_lenses.py`): for logits
 # $hW_U$ the eNTK of $W_U$ is $h(x)\cdot h(x')/C$, the Gram matrix of the very residual stream that ACE
 # cuts, and ACE weights that stream by the readout. The claims below were written before the first
@@ -66,6 +69,14 @@ dynamics_every_epochs = 100  # range: [1, inf); epochs between the snapshots bot
 energy_threshold = 0.99  # range: (0, 1]; share of σ² the ACE core keeps
 top_k = 40  # range: [1, inf); eigenvectors per kernel
 null_samples = 200  # range: [1, inf); random subspaces per null
+grok_p = 31  # range: [3, inf); a prime; chapter 02's models (the ACE authors' block at 02's cpu-profile size, below)
+grok_d_model = 64  # range: [4, inf); a multiple of 4 (four heads)
+grok_d_mlp = 256  # range: [1, inf)
+grok_lr = 3e-3  # range: (0, inf)
+grok_weight_decay = 1.0  # range: [0, inf)
+grok_epochs = 2000  # range: [1, inf); the paper profile trains 4000 (02's cpu-profile models grok by epoch ~2,400)
+grok_seeds = [0]  # length: 1 or more; range: [0, inf); 02's cpu profile trains 0, 1, 2
+grok_data_seed = 42  # range: [0, inf); the ACE authors' RandomState(42) split
 language_model = "gemma-3-270m"  # one of: gemma-3-270m, smollm2-135m; an offline model of chapter 04
 lm_n_train = 200  # range: [2, inf); even; chapter 04's agreement prompts (seeded split) that fit ACE's axis
 lm_n_test = 200  # range: [2, inf); even; held-out prompts that score it
@@ -101,6 +112,9 @@ claims = Claims("08_two_lenses")
 figures = plots.Figures(output_dir, claims.notebook)
 p = check_modulus(p)
 claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds", seeds)
+claims.require(len(set(grok_seeds)) == len(grok_seeds), "grok_seeds", "distinct seeds", grok_seeds)
+grok_p = check_modulus(grok_p)
+claims.require(grok_d_model % 4 == 0, "grok_d_model", "a multiple of the 4 heads", grok_d_model)
 claims.require(epochs > dynamics_every_epochs, "epochs",
                f"more than dynamics_every_epochs = {dynamics_every_epochs} (the dynamics need two snapshots)", epochs)
 claims.require(dynamics_every_epochs % log_every_epochs == 0, "dynamics_every_epochs",
@@ -215,6 +229,84 @@ ax.set(xticks=x, ylim=(0, 1.05), ylabel="alignment with the ACE core",
 ax.set_xticklabels([n.removeprefix("0.") for n in PARAMS])
 ax.legend(fontsize=7, loc="upper left")
 figures.save(fig, "per_parameter_alignment")
+plt.show()
+
+# %% [markdown]
+# ## The same question on chapter 02's models, layer by layer
+#
+# Chapter 02's grokking models are another architecture: the ACE authors' two `nn.TransformerEncoderLayer`
+# blocks (post-LayerNorm, ReLU, dropout 0.1 inside the blocks, query, key and value biases, a causal mask),
+# input $[a, b]$, their split (`RandomState(42)`, first half for training) and AdamW with a full batch of
+# 512, at the size of chapter 02's cpu profile (the `grok_*` parameters: $p = 31$, d_model 64, lr 3e-3,
+# ω = 1). The same settings and seeds train here for `grok_epochs` epochs, so these are chapter 02's
+# weight-decay models at that checkpoint. The eNTK is taken per *layer* (`corekit.lenses.layer_groups`:
+# the embeddings; each block's attention and its MLP, each with the LayerNorm that follows it; the
+# unembedding with its bias), the sum of its parameters' kernels, and each layer's top $r + 1$ eigenvectors
+# are scored against the ACE core of rank $r$ of the final residual stream, with the same three nulls.
+
+# %%
+grok_task = modular_addition(grok_p, 0.5, grok_data_seed, split="numpy")
+grok_x = grok_task.tokens(equals=False)                                   # (p², 2): a, b
+grok_train = Dataset(grok_x[grok_task.train_idx], grok_task.labels[grok_task.train_idx])
+grok_test = Dataset(grok_x[grok_task.test_idx], grok_task.labels[grok_task.test_idx])
+grok_config = TransformerConfig(vocab=grok_p, n_ctx=2, d_model=grok_d_model, n_heads=4, d_mlp=grok_d_mlp, n_layers=2,
+                                norm="post", dropout=0.1, causal=True, qkv_bias=True, init="torch", n_out=grok_p,
+                                embedding_dropout=False)
+grok_model = BatchedTransformer(grok_config, seeds=grok_seeds).to(dev)
+grok_spe = train.steps_per_epoch(len(grok_train), 512, drop_last=False)
+t0 = time.perf_counter()
+grok_history = train_ensemble(grok_model, grok_train, grok_test, steps=grok_epochs * grok_spe, batch_size=512,
+                              lr=grok_lr, weight_decay=grok_weight_decay, betas=(0.9, 0.999), drop_last=False,
+                              eval_every=grok_spe * 20, snapshot_steps=[0], progress=False)
+grok_train_seconds = time.perf_counter() - t0
+grok_acc = grok_history.curve("test_acc").numpy()                          # (evaluations, models)
+grok_evaluated = np.asarray(grok_history.steps) / grok_spe                # epochs of the evaluations
+grok_grokked = [first_step_reaching(grok_evaluated, grok_acc[:, i], 0.99) for i in range(len(grok_seeds))]
+grok_model.eval()
+grok_tokens = grok_x.to(dev)
+t0 = time.perf_counter()
+grok_h, grok_core, grok_ranks = lenses.final_residual_core(grok_model, grok_tokens, energy_threshold)
+grok_ace_seconds = time.perf_counter() - t0
+t0 = time.perf_counter()
+grok_eigs = [lenses.layer_eigenpairs(grok_model, i, grok_tokens, int(grok_ranks[i]) + 1) for i in range(len(grok_seeds))]
+grok_entk_seconds = time.perf_counter() - t0
+init_h, init_core, init_ranks = lenses.final_residual_core(grok_model, grok_tokens, energy_threshold,
+                                                           grok_history.snapshots[0])
+LAYERS = list(grok_eigs[0])
+grok_align, grok_pca, grok_init, grok_null99 = [], [], [], []
+for i, seed in enumerate(grok_seeds):
+    r, r0 = int(grok_ranks[i]), int(init_ranks[i])
+    Z = grok_core.coordinates(grok_h, r)[i:i + 1]                          # (1, N, r)
+    grok_align.append({name: lenses.alignments(e.vectors[None], Z)[0] for name, e in grok_eigs[i].items()})
+    hc = (grok_h[i] - grok_h[i].mean(0)).double().cpu()
+    U = torch.linalg.svd(hc, full_matrices=False)[0][:, :r]              # PCA of the same activations
+    grok_pca.append(lenses.alignments(grok_eigs[i]["unembed"].vectors[None].cpu(), U[None])[0])
+    init_eig = lenses.layer_eigenpairs(grok_model, i, grok_tokens, r0 + 1, state=grok_history.snapshots[0])
+    grok_init.append(lenses.alignments(init_eig["unembed"].vectors[None], init_core.coordinates(init_h, r0)[i:i + 1])[0])
+    grok_null99.append(float(np.quantile(lenses.random_alignment_null(Z[0].cpu(), r + 1, null_samples, seed=i), 0.99)))
+    print(f"seed {seed}: final test accuracy {grok_acc[-1, i]:.3f} (≥ 0.99 from epoch {grok_grokked[i]}); ACE energy rank "
+          f"{r} (at initialisation {r0}); core vs each layer's top {r + 1} eNTK eigenvectors: "
+          + ", ".join(f"{n} {v:.3f}" for n, v in grok_align[i].items()))
+    print(f"  PCA of h vs the unembedding block {grok_pca[i]:.3f}; at initialisation ACE vs unembedding "
+          f"{grok_init[i]:.3f}; random subspaces (99th percentile) {grok_null99[i]:.3f}")
+print(f"training {grok_train_seconds:.0f} s; ACE {grok_ace_seconds:.2f} s; every layer's eNTK {grok_entk_seconds:.1f} s "
+      f"(N = {grok_p ** 2} inputs, D = {grok_d_model})")
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Chapter 02's models: alignment of the ACE core of the final residual stream with the leading eigenvectors of each layer's eNTK (the sum of its parameters' kernels), one dot per seed, against the grey band of random subspaces (99th percentile) and, hollow, the unembedding at initialisation.", "name": "fig-08-per-layer"}}
+fig, ax = plt.subplots(figsize=(7.5, 3.4), layout="constrained")
+x = np.arange(len(LAYERS))
+spread = np.linspace(-0.2, 0.2, len(grok_seeds)) if len(grok_seeds) > 1 else np.zeros(1)
+for i in range(len(grok_seeds)):
+    ax.scatter(x + spread[i], [grok_align[i][n] for n in LAYERS], s=14, color="#0072B2",
+               label="trained" if i == 0 else None)
+ax.scatter(x[LAYERS.index("unembed")] + spread, grok_init, s=14, facecolor="white", edgecolor="k",
+           label="unembedding at initialisation")
+ax.axhspan(0, max(grok_null99), color="0.85", label="random subspaces, 99th percentile")
+ax.set(xticks=x, xticklabels=LAYERS, ylim=(0, 1.05), ylabel="alignment with the ACE core",
+       title=f"a + b mod {grok_p}, {len(grok_seeds)} seed(s), {grok_epochs} epochs; ACE ranks "
+             f"{sorted(int(r) for r in grok_ranks)}")
+ax.legend(fontsize=7, loc="upper left")
+figures.save(fig, "per_layer_alignment")
 plt.show()
 
 # %% [markdown]
@@ -428,37 +520,19 @@ plt.show()
 # all $N^2$ pairs of inputs and its eigenvectors.
 
 # %%
-print(f"modular model: ACE core (activations, observability, extraction) {ace_seconds:.2f} s; the nine eNTKs and "
+print(f"chapter 06's model: ACE core (activations, observability, extraction) {ace_seconds:.2f} s; the nine eNTKs and "
       f"their top {top_k} eigenvectors {entk_seconds:.1f} s (ratio {entk_seconds / max(ace_seconds, 1e-9):.0f}×); "
       f"N = {p * p} inputs, D = {d_model}")
+print(f"chapter 02's model: ACE core {grok_ace_seconds:.2f} s; the {len(LAYERS)} layers' eNTKs and their top eigenvectors "
+      f"{grok_entk_seconds:.1f} s (ratio {grok_entk_seconds / max(grok_ace_seconds, 1e-9):.0f}×); N = {grok_p ** 2} "
+      f"inputs, D = {grok_d_model}")
 print(f"{language_model}: ACE's axis at every layer and the layer sweep {axis_seconds:.0f} s on {lm_n_train + lm_n_test} "
       f"prompts (model loading included); the eNTK of one block {number.cache_seconds + number.lanczos_seconds:.0f} s "
       f"on {n_lens} prompts, top {lm_top_k} eigenpairs")
 
 # %% [markdown]
-# ## Discussion
-#
-# **Where the lenses agree.** At the readout they are one object seen twice: the unembedding's kernel is
-# the Gram matrix of the residual stream, and the ACE core is the readout-weighted principal subspace of
-# the same stream. The hollow markers of the first figure are the same comparison at initialisation: where
-# they sit close to the trained values, the agreement of the two lenses is a property of that Gram matrix,
-# not something training creates. What training can add is *content*, which the Fourier score measures:
-# whether the shared subspace is the answer's $a + b$ features (claims `ace_core_is_fourier_*`, with the
-# initial model's value as the null). The other parameters' kernels look at other functions of the
-# inputs (chapter 06: the attention and MLP weights see the input features), so a low score there is
-# what the relation predicts, not a failure of either method.
-#
-# **Where they differ.** In time: the eNTK alignment with the answer's features and the core's energy
-# rank are two different clocks (second figure), and the claims below give their order and how far the
-# core's settling is from grokking. In what they need: ACE needs the readout's Jacobian at one cut and a
-# $D 	imes D$ factorisation; the eNTK needs a kernel over all $N^2$ input pairs per parameter, so its cost
-# grows with the number of inputs, ACE's with the width. In what they can act on: an ACE core is a
-# subspace of activations and can be ablated directly; an eNTK eigenvector is a function of the inputs
-# and must first be mapped back into the network (here by least squares), after which the keep-only and
-# remove tests treat both alike (third figure). On the language model the two are not one object: ACE's
-# axis is chosen by the verb margin's gradient, a single readout among the vocabulary's, while the eNTK's
-# leading eigenvectors are the functions the whole output kernel varies most along; the last figure and
-# the claims `entk_separates_number` and `ace_axis_in_entk_span` say whether number is among them.
+# Where the two lenses agree, where they differ and what each costs, with this run's numbers, is the
+# subject of the page after this chapter ({doc}`/book/two_lenses`).
 
 # %% [markdown]
 # ## Claims
@@ -499,6 +573,21 @@ for i, seed in enumerate(seeds):
                           f"dimension {ab[rand][1]:.3f} (must stay ≥ model's − 0.1)",
                    passed=rem <= 2 / p and ab[rand][1] >= b - 0.1,
                    why=f"removing it leaves {rem:.3f}, chance is {1 / p:.3f} (random removal: {ab[rand][1]:.3f})")
+for i, seed in enumerate(grok_seeds):
+    tag, r, a = f"_grok_seed{seed}", int(grok_ranks[i]), grok_align[i]
+    claims.add("lenses_coincide_at_unembedding" + tag, round(a["unembed"], 4),
+               target=f"chapter 02's model (p = {grok_p}, {grok_epochs} epochs, test accuracy {grok_acc[-1, i]:.3f}): ACE "
+                      f"core (rank {r}) vs the unembedding layer's top {r + 1} eNTK eigenvectors ≥ 0.9; nulls: random "
+                      f"subspaces 99th percentile {grok_null99[i]:.3f} (must stay < 0.2), PCA of h {grok_pca[i]:.3f}, at "
+                      f"initialisation {grok_init[i]:.3f}", passed=a["unembed"] >= 0.9 and grok_null99[i] < 0.2,
+               why=f"the unembedding's block holds {a['unembed'] * r:.1f} of the core's {r} dimensions (random: "
+                   f"{grok_null99[i] * r:.1f})")
+    best = max(a, key=a.get)
+    others = ", ".join(f"{n} {v:.2f}" for n, v in a.items() if n != "unembed")
+    claims.add("unembedding_layer_is_closest" + tag, best,
+               target=f"chapter 02's model: the unembedding is the layer whose eNTK block aligns best with the ACE core "
+                      f"(others: {others})", passed=best == "unembed",
+               why=f"{best} aligns best ({a[best]:.3f}; unembedding {a['unembed']:.3f})")
 grokked = [i for i in range(len(seeds)) if grok_epoch[i] is not None]
 order = {seeds[i]: [round(t_entk[i]), round(t_ace[i])] for i in range(len(seeds))}
 claims.add("entk_rises_before_core_settles", order,
@@ -540,11 +629,14 @@ claims.add("ace_axis_in_entk_span", round(span_entk[-1], 4),
            passed=span_entk[-1] >= 0.5 and random_span99[-1] < 0.5,
            why=f"cos² {span_entk[-1]:.3f} (angle {np.degrees(np.arccos(np.sqrt(span_entk[-1]))):.0f}°); closest single "
                f"eNTK direction {np.degrees(np.arccos(max(single))):.0f}°; PCA span {span_pca[-1]:.3f}")
-claims.add("cost_seconds", {"ace": round(ace_seconds, 2), "entk_all_parameters": round(entk_seconds, 1),
-                            "lm_ace_axis_all_layers": round(axis_seconds, 1),
-                            "lm_entk_one_block": round(number.cache_seconds + number.lanczos_seconds, 1)},
-           target="reported: wall time of each lens on the final modular models and on the language model (ACE: "
-                  "loading, readings, axis at every layer and the layer sweep; eNTK: one block's cache and Lanczos), "
-                  "this run's device")
+claims.add("cost_seconds", {
+    f"chapter 06's model, {len(seeds)} seeds": {"ACE": round(ace_seconds, 2), "eNTK": round(entk_seconds, 1)},
+    f"chapter 02's model, {len(grok_seeds)} seeds": {"ACE": round(grok_ace_seconds, 2), "eNTK": round(grok_entk_seconds, 1)},
+    language_model: {"ACE": round(axis_seconds, 1), "eNTK": round(number.cache_seconds + number.lanczos_seconds, 1)}},
+    target="reported: wall time in seconds of each lens on this run's device. ACE: the core of the final residual "
+           "stream of all seeds (activations, observability, extraction); on the language model the axis at every layer "
+           "with the layer sweep, model loading included. eNTK: every parameter's kernel and top eigenvectors (chapter "
+           "06's model), every layer's kernel and top eigenvectors (chapter 02's), one block's operator cache and Lanczos "
+           "(the language model)")
 claims.write()
 claims.table()

@@ -140,3 +140,51 @@ def test_a_snapshot_state_gives_the_core_of_the_model_with_those_weights(model):
     acc = lenses.readout_accuracy(other, labels, P)(h_ref)
     assert float(acc[0]) == 1.0
     assert float(acc[1]) == pytest.approx(float((logits[1, :, :P].argmax(-1) == labels).double().mean()))
+
+
+#: Chapter 02's block (nn.TransformerEncoderLayer: post-LN, query / key / value biases, causal mask), input [a, b].
+GROK_CFG = TransformerConfig(vocab=P, n_ctx=2, d_model=8, n_heads=2, d_mlp=16, n_layers=2, norm="post", dropout=0.1,
+                             causal=True, qkv_bias=True, init="torch", n_out=P, embedding_dropout=False)
+
+
+def _grok_model(seeds=(0, 1)):
+    model = BatchedTransformer(GROK_CFG, seeds=list(seeds)).double().eval()
+    gen = torch.Generator().manual_seed(sum(seeds))
+    with torch.no_grad():                                                  # torch's init leaves biases at zero
+        for value in model.params.values():
+            value.add_(0.1 * torch.randn(value.shape, generator=gen, dtype=torch.float64))
+    return model
+
+
+@pytest.mark.parametrize("config", [CFG, GROK_CFG, TransformerConfig(vocab=5, n_ctx=3, d_model=8, n_heads=2, d_mlp=8,
+                                                                      n_layers=3, norm="pre", bias=True)])
+def test_layer_groups_hold_every_parameter_once(config):
+    model = BatchedTransformer(config, seeds=[0])
+    names = {key.replace("_", ".", 1) if key[0].isdigit() else key for key in model.params}
+    groups = lenses.layer_groups(config)
+    flat = [name for members in groups.values() for name in members]
+    assert sorted(flat) == sorted(names)
+    assert list(groups) == ["embed"] + [f"{i}.{s}" for i in range(config.n_layers) for s in ("attn", "mlp")] + ["unembed"]
+
+
+def test_layer_eigenpairs_are_those_of_each_layers_autograd_kernel():
+    """Each layer's kernel from autograd Jacobians of the mean output of the nn.Module, eigendecomposed by numpy."""
+    model = _grok_model()
+    a, b = torch.meshgrid(torch.arange(P), torch.arange(P), indexing="ij")
+    tokens = torch.stack([a.flatten(), b.flatten()], 1)                    # (N, 2): the authors' input [a, b]
+    other = _grok_model(seeds=(3, 4))
+    ours = lenses.layer_eigenpairs(model, 1, tokens, 4, state=other.state_dict())
+    keys = {(key.replace("_", ".", 1) if key[0].isdigit() else key): key for key in other.params}
+    for layer, members in lenses.layer_groups(GROK_CFG).items():
+        weights = {name: other.params[keys[name]].detach().clone() for name in members}
+
+        def mean_output(*tensors):
+            state = {f"params.{keys[n]}": t for n, t in zip(members, tensors)}
+            return torch.func.functional_call(other, state, (tokens,))[1, :, -1].mean(-1)   # (N,)
+        J = torch.autograd.functional.jacobian(mean_output, tuple(weights.values()))
+        J = torch.cat([j.reshape(len(tokens), -1) for j in J], 1)         # (N, parameters of the layer)
+        w, U = np.linalg.eigh((J @ J.T).numpy())
+        w, U = w[::-1][:4], U[:, ::-1][:, :4]
+        np.testing.assert_allclose(ours[layer].values.numpy(), w, rtol=1e-8, atol=1e-12 * w[0], err_msg=layer)
+        overlap = ours[layer].vectors.numpy().T @ U                        # distinct eigenvalues: ±1 on the diagonal
+        np.testing.assert_allclose(np.abs(np.diag(overlap)), np.ones(4), atol=1e-6, err_msg=layer)

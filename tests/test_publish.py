@@ -22,7 +22,7 @@ import yaml
 from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
 
 from corekit.book import notebooks, publish, runinfo
-from corekit.claims import Claims
+from corekit.claims import Claims, format_value
 
 FRESH, STALE = "00_tiny", "01_tiny"
 ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",
@@ -49,8 +49,11 @@ def repo(tmp_path_factory) -> Path:
     shutil.copytree(REPO / "book" / "_ext", root / "book" / "_ext")      # the config's local extension
     (root / "book" / "intro.md").write_text("# Tiny book\n")
     (root / "book" / "results.md").write_text("# Results at a glance\n\nGenerated at build time.\n")
+    (root / "book" / "prose.md").write_text("# Prose\n\nDoubled: {{ claim_00_doubled }}. Negative: "
+                                            "{{ claim_01_negative }}. Folder: {{ claim_00_figures_dir }}.\n")
     toc = {"format": "jb-book", "root": "book/intro",
-           "chapters": [{"file": "book/results"}, {"file": f"notebooks/{FRESH}"}, {"file": f"notebooks/{STALE}"}]}
+           "chapters": [{"file": "book/results"}, {"file": f"notebooks/{FRESH}"}, {"file": f"notebooks/{STALE}"},
+                        {"file": "book/prose"}]}
     (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     cpu = root / "notebooks" / "params" / "cpu"
     cpu.mkdir(parents=True)
@@ -166,6 +169,29 @@ def test_results_page_lists_every_claim_with_its_verdict_and_figure(book, publis
     assert f'href="../notebooks/{FRESH}.html' in source
     images = re.findall(r'<img[^>]+src="([^"]+)"', source)
     assert len(images) == 3 and all((html / "book" / src).is_file() for src in images)   # the tally, 2 chapters
+
+
+def test_a_prose_page_quotes_each_runs_measured_values_and_verdicts(book, published):
+    _, _, html = book
+    text = page_text(html, "book/prose")
+    fresh, stale = ({c["id"]: c for c in json.loads((published / "results" / n / "metrics.json").read_text())["claims"]}
+                    for n in (FRESH, STALE))
+    assert f"Doubled: {format_value(fresh['doubled']['measured'])} (pass)." in text
+    assert f"Negative: {format_value(stale['negative']['measured'])} (FAIL)." in text
+    assert f"Folder: {fresh['figures_dir']['measured']}." in text               # reported: the value alone
+    assert "{{" not in text
+
+
+def test_dict_valued_claims_render_as_tables_and_keys_are_identifiers():
+    nested = {"id": "cost", "measured": {"model A": {"ACE": 1.5, "eNTK": 20.0}, "model B": {"ACE": 0.25, "eNTK": 3.0}},
+              "pass": None}
+    assert publish.measured_markdown(nested).splitlines() == [
+        "| | ACE | eNTK |", "|---|---:|---:|", "| model A | 1.5 | 20 |", "| model B | 0.25 | 3 |"]
+    flat = {"id": "t", "measured": {"ace": 2.0, "entk": 8.25}, "pass": None}
+    assert publish.measured_markdown(flat).splitlines() == ["| | value |", "|---|---:|", "| ace | 2 |", "| entk | 8.25 |"]
+    assert publish.measured_markdown({"id": "x", "measured": 0.91234, "pass": False}) == "0.9123 (FAIL)"
+    assert publish.substitution_key("04_llm_agreement_axis", "core_auroc[gemma-3-270m]") == \
+        "claim_04_core_auroc_gemma_3_270m_"
 
 
 def test_environment_block_records_versions_git_and_model_files(tmp_path, monkeypatch):

@@ -15,6 +15,11 @@ the PCA of h, its coordinates the left singular vectors of the centred H. The tw
 centring: for activations of mean zero the core of rank r and the kernel's top r eigenvectors span the same
 functions; otherwise the uncentred kernel mixes the mean (the constant function) into its leading block.
 
+Kernels come per parameter (:func:`corekit.entk_blocks.parameter_eigenpairs`) or per layer
+(:func:`layer_eigenpairs`: the parameters of :func:`layer_groups` summed), for any
+:class:`~corekit.models.BatchedTransformer`, chapter 02's post-LayerNorm encoder block with query, key and value
+biases included.
+
 To act on an eNTK eigenspace inside the network, :func:`residual_directions` maps its eigenfunctions to
 directions of the residual stream by least squares (for the readout's own kernel this recovers the right
 singular vectors of H exactly); ACE's keep-only and remove ablations then apply to any orthonormal basis
@@ -28,7 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from corekit import ace, fourier
+from corekit import ace, entk, entk_blocks, fourier
 
 
 def linear_readout_kernel(h: Tensor, n_outputs: int) -> Tensor:
@@ -120,6 +125,50 @@ def settling_epoch(epochs: Sequence[float], values: Sequence[float]) -> float:
     return float(epochs[above[-1] + 1] if len(above) else epochs[0])
 
 
+def with_state(model, state: dict[str, Tensor] | None):
+    """Return ``model`` itself when ``state`` is None, else a copy of it (same config, seeds, device, dtype) holding ``state``."""
+    if state is None:
+        return model
+    weight = model.p("W_E")
+    snapshot = type(model)(model.config, seeds=model.seeds).to(weight.device, weight.dtype)
+    snapshot.load_state_dict(state)
+    return snapshot.train(model.training)
+
+
+def layer_groups(config) -> dict[str, list[str]]:
+    """Return {layer: parameter names} of a :class:`~corekit.models.BatchedTransformer` with ``config``, every parameter once.
+
+    Layers in reading order: "embed" (W_E, W_pos), then per block i "i.attn" (queries, keys, values, output and
+    their biases, with the LayerNorm that belongs to the sublayer: before it in a pre-LN block, after it in a
+    post-LN one) and "i.mlp", then "unembed" (W_U, b_U and a pre-LN model's final LayerNorm).
+    """
+    c = config
+    groups = {"embed": ["W_E", "W_pos"]}
+    for i in range(c.n_layers):
+        attn = [f"{i}.W_{x}" for x in "QKV"] + ([f"{i}.b_{x}" for x in "QKV"] if c.qkv_bias else []) + [f"{i}.W_O"]
+        mlp = [f"{i}.W_in", f"{i}.W_out"]
+        if c.bias:
+            attn.append(f"{i}.b_O")
+            mlp += [f"{i}.b_in", f"{i}.b_out"]
+        if c.norm != "none":
+            attn += [f"{i}.ln1_w", f"{i}.ln1_b"]
+            mlp += [f"{i}.ln2_w", f"{i}.ln2_b"]
+        groups |= {f"{i}.attn": attn, f"{i}.mlp": mlp}
+    groups["unembed"] = ["W_U"] + (["b_U"] if c.bias else []) + (["lnf_w", "lnf_b"] if c.norm == "pre" else [])
+    return groups
+
+
+def layer_eigenpairs(model, m: int, tokens: Tensor, top_k: int,
+                     state: dict[str, Tensor] | None = None) -> dict[str, entk.Eigenpairs]:
+    """Return {layer: top-k eigenpairs} of model m's per-layer eNTKs (N, N) on tokens (N, T) (:func:`layer_groups`).
+
+    A layer's kernel is the sum of its parameters' "pair_mean" kernels (the eNTK paper's flattening, as in
+    chapter 06), computed in float64; ``state`` (a snapshot's state_dict) replaces the model's weights.
+    """
+    model = with_state(model, state)
+    return entk_blocks.group_eigenpairs(model, m, tokens, top_k, layer_groups(model.config))
+
+
 def final_residual_core(model, tokens: Tensor, energy_threshold: float = 0.99,
                         state: dict[str, Tensor] | None = None) -> tuple[Tensor, ace.Core, Tensor]:
     """Return (h (M, N, D), its ACE core, energy ranks (M,)): a transformer's final residual stream at the last position.
@@ -127,10 +176,7 @@ def final_residual_core(model, tokens: Tensor, energy_threshold: float = 0.99,
     The core is taken under the centred logits (:func:`corekit.ace.centred_logits` of the model's unembedding);
     ``state`` (a snapshot's state_dict) replaces the model's current weights.
     """
-    if state is not None:
-        snapshot = type(model)(model.config, seeds=model.seeds).to(tokens.device, model.p("W_E").dtype)
-        snapshot.load_state_dict(state)
-        model = snapshot
+    model = with_state(model, state)
     with torch.no_grad():
         h = model.residual(tokens, last=1)[:, :, -1]
     core = ace.extract(h, ace.observability(ace.centred_logits(model.unembed), h))

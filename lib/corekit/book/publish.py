@@ -487,7 +487,7 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
     front page's tally (the ``claims_tally`` substitution)."""
     for name, run in runs.items():
         inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
-    set_substitution(stage, "claims_tally", front_tally(runs))
+    set_substitutions(stage, {"claims_tally": front_tally(runs)} | claim_substitutions(runs))
     if RESULTS_PAGE not in toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
@@ -503,15 +503,44 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
                                                            root / "results" / "oracle"))
 
 
-def set_substitution(stage: Path, key: str, text: str) -> None:
-    """Set the MyST substitution ``key`` to ``text`` in the staged ``_config.yml``."""
+def set_substitutions(stage: Path, texts: dict[str, str]) -> None:
+    """Set the MyST substitutions {key: text} in the staged ``_config.yml``."""
     import yaml
 
     config_path = stage / "_config.yml"
     config = yaml.safe_load(config_path.read_text())
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
-    sphinx.setdefault("myst_substitutions", {})[key] = text
+    sphinx.setdefault("myst_substitutions", {}).update(texts)
     config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+
+
+def substitution_key(name: str, claim_id: str) -> str:
+    """Return the MyST substitution key of a chapter's claim: ``claim_NN_id`` (NN the chapter's number, the id with
+    every character that is not a letter, digit or underscore as an underscore)."""
+    return f"claim_{name[:2]}_" + re.sub(r"\W", "_", claim_id)
+
+
+def measured_markdown(claim: dict) -> str:
+    """Return a claim's measured value for prose: a table when it is a dict of same-keyed dicts (rows × columns) or
+    of numbers (name, value), else the value inline with its verdict in brackets when it is tested."""
+    value = claim.get("measured")
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        columns = list(next(iter(value.values())))
+        if all(list(v) == columns for v in value.values()):
+            rows = ["| | " + " | ".join(cell(c) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+            rows += ["| " + cell(k) + " | " + " | ".join(cell(v[c]) for c in columns) + " |" for k, v in value.items()]
+            return "\n".join(rows)
+    if isinstance(value, dict) and value and all(isinstance(v, (int, float)) for v in value.values()):
+        return "\n".join(["| | value |", "|---|---:|"] + [f"| {cell(k)} | {cell(v)} |" for k, v in value.items()])
+    verdict = {True: " (pass)", False: " (FAIL)"}.get(claim.get("pass"), "")
+    return cell(value, None) + verdict
+
+
+def claim_substitutions(runs: dict[str, Run]) -> dict[str, str]:
+    """Return {``claim_NN_id``: its measured value} for every claim of every shown run, so that a prose page quotes
+    the run's own numbers (``{{ claim_08_cost_seconds }}``) and a renamed claim fails the build instead of going stale."""
+    return {substitution_key(name, c["id"]): measured_markdown(c)
+            for name, run in runs.items() for c in run.metrics.get("claims", [])}
 
 
 def quick_metrics(executed_dir: Path, names: list[str]) -> dict[str, dict]:
