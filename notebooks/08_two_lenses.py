@@ -197,8 +197,7 @@ for i in range(len(seeds)):
 pca, init_align, null99, fourier_core, fourier_init = [], [], [], [], []
 for i in range(len(seeds)):
     r = int(ranks[i])
-    hc = (h[i] - h[i].mean(0)).double().cpu()
-    U = torch.linalg.svd(hc, full_matrices=False)[0][:, :r]              # PCA of the same activations
+    U = pca_scores(h[i].cpu(), r).T                                     # (N, r): PCA of the same activations
     pca.append(lenses.alignments(eigs[i]["W_U"].vectors[:, :r + 1][None].cpu(), U[None])[0])
     r0 = int(ranks_init[i])
     init_eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, r0 + 1, names=["W_U"], state=history.snapshots[0])
@@ -278,8 +277,7 @@ for i, seed in enumerate(grok_seeds):
     r, r0 = int(grok_ranks[i]), int(init_ranks[i])
     Z = grok_core.coordinates(grok_h, r)[i:i + 1]                          # (1, N, r)
     grok_align.append({name: lenses.alignments(e.vectors[None], Z)[0] for name, e in grok_eigs[i].items()})
-    hc = (grok_h[i] - grok_h[i].mean(0)).double().cpu()
-    U = torch.linalg.svd(hc, full_matrices=False)[0][:, :r]              # PCA of the same activations
+    U = pca_scores(grok_h[i].cpu(), r).T                                # (N, r): PCA of the same activations
     grok_pca.append(lenses.alignments(grok_eigs[i]["unembed"].vectors[None].cpu(), U[None])[0])
     init_eig = lenses.layer_eigenpairs(grok_model, i, grok_tokens, r0 + 1, state=grok_history.snapshots[0])
     grok_init.append(lenses.alignments(init_eig["unembed"].vectors[None], init_core.coordinates(init_h, r0)[i:i + 1])[0])
