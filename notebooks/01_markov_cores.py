@@ -57,6 +57,8 @@ import torch
 import matplotlib.pyplot as plt
 
 from corekit import ace, metrics, plots
+from corekit.book.parameters import check_namespace
+from corekit.chapters import checks
 from corekit.claims import Claims
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
@@ -66,9 +68,7 @@ from corekit.train import Dataset, train_ensemble
 plots.use_style()
 claims = Claims("01_markov_cores")
 figures = plots.Figures(output_dir, claims.notebook)
-claims.require(len(set(seeds)) == len(seeds), "seeds", "distinct seeds (each model is compared with the others)", seeds)
-claims.require(batch_size <= n_train, "batch_size", f"at most n_train = {n_train} (a larger batch trains 0 steps)",
-               batch_size)
+checks.markov_cores(check_namespace(claims.notebook, globals()))
 chains = {"paper": markov.validate_transition(transition),
           "deficient": markov.validate_transition(transition_deficient)}    # each chain at its own number of states
 dev = default_device(device)
@@ -207,23 +207,25 @@ plt.show()
 # On *held-out* sequences, keep only the top-$r$ core coordinates (every other direction set to its
 # training mean, $h \mapsto \mu + QQ^\top(h - \mu)$) or remove them ($h \mapsto h - QQ^\top(h - \mu)$),
 # and measure next-state accuracy for every $r$. Both ablations are taken about the training mean
-# $\mu$, as defined on [the method page](../book/ace.md).
+# $\mu$, as defined on [the method page](../book/ace.md). The controls are ablated the same way, each
+# at its own energy rank.
 
 # %%
 validation = {}
-for chain in chains:
-    res = results[chain]
+for name, (chain, _model) in ensembles.items():
+    res = results[name]
     rank_at = res.ranks.index
     idx = torch.tensor([rank_at(int(r)) for r in res.rank])
     keep = res.keep_acc.gather(1, idx[:, None].to(res.keep_acc.device))[:, 0]
     removed = res.remove_acc.gather(1, idx[:, None].to(res.remove_acc.device))[:, 0]
-    validation[chain] = dict(ratio=(keep / res.base_acc).double().cpu().numpy(), removed=removed.double().cpu().numpy(),
-                             sufficient=ace.sufficient_rank(res.keep_acc, res.base_acc, res.ranks).tolist(),
-                             necessary=ace.necessary_rank(res.remove_acc, markov.stationary_guess_accuracy(chains[chain]) + 0.01,
-                                                          res.ranks).tolist())
-    print(f"{chain} chain: sufficient rank {validation[chain]['sufficient']}, necessary rank "
-          f"{validation[chain]['necessary']}; keep-only / model accuracy at the core rank "
-          f"{validation[chain]['ratio'].round(4)}, accuracy after removal {validation[chain]['removed'].round(4)}")
+    validation[name] = dict(kept=keep.double().cpu().numpy(), ratio=(keep / res.base_acc).double().cpu().numpy(),
+                            removed=removed.double().cpu().numpy(),
+                            sufficient=ace.sufficient_rank(res.keep_acc, res.base_acc, res.ranks).tolist(),
+                            necessary=ace.necessary_rank(res.remove_acc, markov.stationary_guess_accuracy(chains[chain]) + 0.01,
+                                                         res.ranks).tolist())
+    print(f"{name}: sufficient rank {validation[name]['sufficient']}, necessary rank "
+          f"{validation[name]['necessary']}; keep-only / model accuracy at the core rank "
+          f"{validation[name]['ratio'].round(4)}, accuracy after removal {validation[name]['removed'].round(4)}")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy when only the top-r core directions are kept (circles) or removed (squares), against r: a sufficient core reaches the Bayes accuracy (dashed) at small r, and a necessary one leaves about the stationary guess (dotted) once removed.", "name": "fig-01-ablations"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
@@ -344,34 +346,46 @@ for m, seed in enumerate(seeds):
 # nearly orthogonal already); the projector overlap $\|Q_a^\top Q_b\|_F^2/\sqrt{r_a r_b}$ of their
 # cores (1 = the same subspace; independent random subspaces give $\sqrt{r_a r_b}/D$); and the
 # canonical correlations of their core coordinates on the same held-out inputs (1 = the same
-# information up to a change of coordinates). The controls get the canonical correlations too.
+# information up to a change of coordinates). The controls get the canonical correlations too. For the
+# two claims of *difference* (small weight cosines, overlaps at the level of chance) the reference that
+# must fail is a case that is not at chance: each model against itself, and for the weights each
+# trained model against its own initialisation (training continued from it).
 
 # %%
 M = len(seeds)
 pairs = [(a, b) for a in range(M) for b in range(a + 1, M)]
 weight_cos = metrics.cosine_matrix(models["paper"].weight_matrices()).cpu().numpy()
 weight_cos_init = metrics.cosine_matrix(untrained["paper"].weight_matrices()).cpu().numpy()
+weight_cos_self = np.diag(weight_cos)                                                     # each model against itself
+weight_cos_own_init = np.diag(metrics.cosine_matrix(torch.cat([models["paper"].weight_matrices(),
+                                                               untrained["paper"].weight_matrices()]))[:M, M:].cpu().numpy())
 compared = {}
 for name, (chain, _model) in ensembles.items():
     res = results[name]
     ranks_used = [expected_rank[chain] if name != chain else int(r) for r in res.rank]
     z = res.coordinates("test", max(ranks_used)).flatten(1, 2)
     overlap, cca_min = np.eye(M), np.eye(M)
-    cca_all, random_q999 = [], []
+    cca_all, random_q999, percentile = [], [], np.ones((M, M))
     for a, b in pairs:
         ra, rb = ranks_used[a], ranks_used[b]
         overlap[a, b] = overlap[b, a] = float(metrics.projector_overlap(res.core.q(ra)[a], res.core.q(rb)[b]))
         cc = metrics.cca(z[a, :, :ra], z[b, :, :rb])
         cca_min[a, b] = cca_min[b, a] = float(cc.min())
         cca_all.extend(cc.tolist())
-        random_q999.append(float(metrics.random_projector_overlap(d_model, ra, rb).quantile(0.999)))
+        chance = metrics.random_projector_overlap(d_model, ra, rb)
+        random_q999.append(float(chance.quantile(0.999)))
+        percentile[a, b] = percentile[b, a] = float((chance < overlap[a, b]).double().mean())
+    self_percentile = [float((metrics.random_projector_overlap(d_model, r, r) < float(metrics.projector_overlap(
+        res.core.q(r)[m], res.core.q(r)[m]))).double().mean()) for m, r in enumerate(ranks_used)]
     compared[name] = dict(overlap=overlap, cca_min=cca_min, cca_all=cca_all, random_q999=random_q999,
+                          percentile=percentile, self_percentile=self_percentile,
                           random_mean=float(np.mean([np.sqrt(ranks_used[a] * ranks_used[b]) / d_model
                                                      for a, b in pairs])))
     print(f"{name}: smallest top-r canonical correlation {metrics.off_diagonal(cca_min).min():.4f}; "
           f"projector overlaps {metrics.off_diagonal(overlap).round(4)}")
 print(f"max |cos| of weights: trained {np.abs(metrics.off_diagonal(weight_cos)).max():.4f}, "
-      f"at initialisation {np.abs(metrics.off_diagonal(weight_cos_init)).max():.4f}")
+      f"at initialisation {np.abs(metrics.off_diagonal(weight_cos_init)).max():.4f}; each trained model against "
+      f"its own initialisation {np.abs(weight_cos_own_init).round(4)}")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Do the seeds agree? Left: |cos| between the seeds' weights; middle: the overlap of their core projectors; right: the smallest top-r canonical correlation of their core coordinates. Low weight cosines beside high core overlaps mean different weights carrying the same core.", "name": "fig-01-seeds"}}
 labels = [f"seed {s}" for s in seeds]
@@ -400,69 +414,97 @@ plt.show()
 # ## Claims
 #
 # Each row is measured above. Targets follow the issue and the paper ({cite}`schiffman2026cores`);
-# rows ending in `_deficient` are the second chain, rows with `_control` the untrained and
-# shuffled-target ensembles. A failing row is shown as failing, with its measured value.
+# rows ending in `_deficient` are the second chain. Every claim about the trained models holds for
+# every seed (or every pair of seeds) the profile trains, and is tested against the same statistic on
+# the controls: the untrained models and, on the paper's chain, the shuffled-target models (fitted at
+# $\operatorname{rank}(T - \mathbf{1}\pi^\top)$ where a rank is needed, as above). A claim passes only
+# when the trained models meet the bound and no control does. On the paper's chain the rank cannot
+# exceed $K - 1$, which the controls reach too, so `core_rank` is expected to be uninformative; the
+# second chain's rank is the informative one. The claims that the models *differ* (weights, core
+# subspaces) and that removing the core leaves chance are about models that learned the chain: they
+# are undecided when some seed did not (held-out accuracy closer to the stationary guess than to the
+# Bayes accuracy). A failing row is shown as failing, with its measured value.
 
 # %%
-def cca_min_of(name):
-    """Smallest top-r canonical correlation over all pairs of seeds of one ensemble."""
-    return float(metrics.off_diagonal(compared[name]["cca_min"]).min())
+from corekit.claims import Null, at_least, at_most, equal_to
 
 
+def by_seed(values):
+    """{"seed s": value} for the seeds, from a sequence of per-seed values."""
+    return {f"seed {s}": v if isinstance(v, int) else float(v) for s, v in zip(seeds, values)}
+
+
+def by_pair(matrix):
+    """{"a–b": entry} for every pair of seeds, from a symmetric (M, M) matrix."""
+    return {f"{seeds[a]}–{seeds[b]}": float(matrix[a][b]) for a, b in pairs}
+
+
+every_seed, every_pair = "the seeds the profile trains", "the pairs of seeds the profile trains"
 for chain, T in chains.items():
     sfx = "" if chain == "paper" else "_deficient"
     bayes, guess, r_exp = markov.bayes_accuracy(T), markov.stationary_guess_accuracy(T), expected_rank[chain]
-    controls = [n for n in ensembles if n != chain and ensembles[n][0] == chain]
+    controls = {n.split(", ")[1]: n for n in ensembles if n != chain and ensembles[n][0] == chain}
+    what = {"untrained": "the same seeds untrained", "shuffled": "the same seeds trained on shuffled targets"}
     cmp, fit, val = compared[chain], identified[chain], validation[chain]
-    overlaps = metrics.off_diagonal(cmp["overlap"])
-    claims.add(f"model_accuracy{sfx}", test_acc[chain].round(4).tolist(), paper=round(bayes, 4),
-               target=f"every seed within 0.01 of the Bayes accuracy {bayes:.4f}",
-               passed=bool(np.all(np.abs(test_acc[chain] - bayes) <= 0.01)))
-    claims.add(f"core_rank{sfx}", results[chain].rank.tolist(), paper=r_exp,
-               target=f"= rank(T − 1πᵀ) = {r_exp} for every seed", passed=bool((results[chain].rank == r_exp).all()))
-    claims.add(f"keep_only_ratio{sfx}", val["ratio"].round(4).tolist(), paper="≈ 1",
-               target="keep-only accuracy ≥ 0.99 × model accuracy (held out)", passed=bool(np.all(val["ratio"] >= 0.99)))
-    claims.add(f"remove_only_accuracy{sfx}", val["removed"].round(4).tolist(), paper=round(guess, 4),
-               target=f"within 0.05 of the stationary-guess accuracy {guess:.4f}",
-               passed=bool(np.all(np.abs(val["removed"] - guess) <= 0.05)))
+    not_learned = [f"seed {s} ({a:.3f})" for s, a in zip(seeds, test_acc[chain]) if a < (bayes + guess) / 2]
+    unlearned = (f"{', '.join(not_learned)} did not learn the chain (held-out accuracy below {(bayes + guess) / 2:.3f}, "
+                 f"halfway from the stationary guess {guess:.4f} to the Bayes accuracy {bayes:.4f}), and the claim is "
+                 "about models that did; a profile whose seeds learn the chain (the defaults, or the paper's) decides it"
+                 if not_learned else None)
+
+    def nulls(values):
+        """One Null per control of this chain: {control: value} from values(ensemble name)."""
+        return [Null(what[c], values(n)) for c, n in controls.items()]
+
+    claims.check(f"model_accuracy{sfx}", by_seed(test_acc[chain]), equal_to(bayes, 0.01), paper=round(bayes, 4),
+                 statistic="held-out next-state accuracy, against the Bayes accuracy", covers=every_seed,
+                 null=nulls(lambda n: by_seed(results[n].base_acc.double().cpu().numpy())))
+    claims.check(f"core_rank{sfx}", by_seed(results[chain].rank.tolist()), equal_to(r_exp), paper=r_exp,
+                 statistic="core rank by energy, against rank(T − 1πᵀ)", covers=every_seed,
+                 null=nulls(lambda n: by_seed(results[n].rank.tolist())),
+                 why=f"centred logits cap the rank at K − 1 = {n_states[chain] - 1}, which any model reaches"
+                 if r_exp == n_states[chain] - 1 else None)
+    claims.check(f"keep_only_ratio{sfx}", by_seed(val["ratio"]), at_least(0.99), paper="≈ 1",
+                 statistic="held-out keep-only accuracy at the core rank / model accuracy", covers=every_seed,
+                 null=nulls(lambda n: by_seed(validation[n]["ratio"])),
+                 why="keep-only at a model's own energy rank keeps what its logits see, trained or not")
+    claims.check(f"remove_only_accuracy{sfx}", by_seed(val["removed"]), at_most(guess + 0.05), paper=round(guess, 4),
+                 statistic=f"held-out accuracy with the core removed, against the stationary guess {guess:.4f} + 0.05",
+                 covers=every_seed, null=Null("the same models with the core kept instead of removed",
+                                              by_seed(val["kept"])), undecided=unlearned)
     if chain == "paper":
-        claims.add("weight_cosine_max", round(float(np.abs(metrics.off_diagonal(weight_cos)).max()), 4), paper="≈ 0",
-                   target="reported beside weight_cosine_init (unrelated weights: |cos| near 0)")
-        claims.add("weight_cosine_init", round(float(np.abs(metrics.off_diagonal(weight_cos_init)).max()), 4),
-                   target="reported: max |cos| between the independent random initialisations")
-        claims.add("projector_overlap", overlaps.round(4).tolist(), paper="0.02–0.04",
-                   target="every pair below the 99.9th percentile of random subspaces of the same ranks",
-                   passed=bool(np.all(overlaps <= np.array(cmp["random_q999"]))))
-        claims.add("projector_overlap_random", round(cmp["random_mean"], 4), paper=round(3 / 64, 4),
-                   target="reported: mean overlap of random subspaces, √(r_a r_b)/D")
-    claims.add(f"cca_min{sfx}", round(cca_min_of(chain), 4), paper="0.92–0.999",
-               target="smallest top-r canonical correlation over all pairs ≥ 0.9", passed=cca_min_of(chain) >= 0.9)
+        pair_cos = np.abs(metrics.off_diagonal(weight_cos))
+        claims.check("weight_cosine_max", float(pair_cos.max()), at_most(0.06), paper="≈ 0 (authors' runs 0.029–0.052)",
+                     statistic="largest |cos| between the flattened weights of two seeds",
+                     null=[Null("each model against itself", by_seed(np.abs(weight_cos_self))),
+                           Null("each trained model against its own initialisation", by_seed(np.abs(weight_cos_own_init)))],
+                     undecided=unlearned)
+        claims.report("weight_cosine_init", float(np.abs(metrics.off_diagonal(weight_cos_init)).max()),
+                      statistic="largest |cos| between the seeds' independent random initialisations")
+        claims.check("projector_overlap", by_pair(cmp["percentile"]), at_most(0.999), paper="0.02–0.04",
+                     statistic="percentile of the pair's core projector overlap ("
+                               + ", ".join(f"{o:.4f}" for o in metrics.off_diagonal(cmp["overlap"]))
+                               + ") among 4000 pairs of random subspaces of the same ranks", covers=every_pair,
+                     null=Null("each core against itself", by_seed(cmp["self_percentile"])), undecided=unlearned)
+        claims.report("projector_overlap_random", cmp["random_mean"], paper=round(3 / 64, 4),
+                      statistic="mean overlap of random subspaces of the cores' ranks, √(r_a r_b)/D")
+    claims.check(f"cca_min{sfx}", by_pair(cmp["cca_min"]), at_least(0.9), paper="0.92–0.999",
+                 statistic="smallest top-r canonical correlation of the pair's core coordinates", covers=every_pair,
+                 null=nulls(lambda n: by_pair(compared[n]["cca_min"])))
     if chain == "paper":
-        claims.add("cca_mean", round(float(np.mean(cmp["cca_all"])), 4), paper=0.99, target="reported")
-    claims.add(f"eig_max_error{sfx}", round(float(max(fit["err"])), 4), paper="≤ 0.02",
-               target="max |eig(A) − eig(T)| over seeds ≤ 0.03", passed=bool(max(fit["err"]) <= 0.03))
-    claims.add(f"r2_core_over_oracle{sfx}", fit["r2_ratio"].round(4).tolist(), paper="> 0.98",
-               target=f"R²_core / R²_oracle ≥ 0.98 for every seed (R²_oracle = {markov.oracle_r2(T):.4f})",
-               passed=bool(np.all(fit["r2_ratio"] >= 0.98)))
-    short = {n: n.split(", ")[1] for n in controls}
-    claims.add(f"core_rank_control{sfx}", {short[n]: results[n].rank.tolist() for n in controls},
-               target="reported: the controls' own energy ranks (their other rows use rank(T − 1πᵀ))")
-    claims.add(f"cca_min_control{sfx}", {short[n]: round(cca_min_of(n), 4) for n in controls},
-               target=f"reported beside cca_min{sfx}")
-    claims.add(f"eig_max_error_control{sfx}", {short[n]: round(float(max(identified[n]["err"])), 4) for n in controls},
-               target=f"reported beside eig_max_error{sfx}")
-    claims.add(f"r2_core_over_oracle_control{sfx}",
-               {short[n]: round(float(identified[n]["r2_ratio"].min()), 4) for n in controls},
-               target=f"reported: smallest ratio over seeds, beside r2_core_over_oracle{sfx}")
+        claims.check("cca_mean", float(np.mean(cmp["cca_all"])), at_least(0.97), paper="≈ 0.99 (authors' runs: mean 0.980)",
+                     statistic="mean top-r canonical correlation over all pairs of seeds",
+                     null=nulls(lambda n: float(np.mean(compared[n]["cca_all"]))))
+    claims.check(f"eig_max_error{sfx}", by_seed(fit["err"]), at_most(0.03), paper="≤ 0.02",
+                 statistic="max |eig(A) − eig(T)| of the operator fitted on core coordinates", covers=every_seed,
+                 null=nulls(lambda n: by_seed(identified[n]["err"])))
+    claims.check(f"r2_core_over_oracle{sfx}", by_seed(fit["r2_ratio"]), at_least(0.98), paper="> 0.98",
+                 statistic=f"R²_core / R²_oracle on held-out sequences (R²_oracle = {markov.oracle_r2(T):.4f})",
+                 covers=every_seed, null=nulls(lambda n: by_seed(identified[n]["r2_ratio"])))
     if chain == "deficient":
-        claims.add("shared_row_distance_deficient", np.round(shared_distance, 3).tolist(), paper=0,
-                   target="reported: whitened distance between the mean core coordinates of the states that share "
-                          f"a row (0 for the Bayes code; the largest between states with different rows: "
-                          f"{min(apart_distance):.2f}–{max(apart_distance):.2f})")
-    beats = all(cca_min_of(chain) - cca_min_of(n) >= 0.05 and max(identified[n]["err"]) - max(fit["err"]) >= 0.05
-                and fit["r2_ratio"].min() - identified[n]["r2_ratio"].min() >= 0.05 for n in controls)
-    claims.add(f"trained_beats_control{sfx}", beats,
-               target="against every control: cca_min higher, eig_max_error lower and the smallest "
-                      "R²_core / R²_oracle higher, each by ≥ 0.05", passed=beats)
+        claims.report("shared_row_distance_deficient", np.round(shared_distance, 3).tolist(), paper=0,
+                      statistic="whitened distance between the mean core coordinates of the states that share "
+                                f"a row (0 for the Bayes code; the largest between states with different rows: "
+                                f"{min(apart_distance):.2f}–{max(apart_distance):.2f})")
 claims.write()
 claims.table()

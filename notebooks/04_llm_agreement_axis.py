@@ -71,6 +71,8 @@ max_new_tokens = 4  # range: [1, inf)
 generation_seed = 0  # range: [0, inf)
 n_examples = 6  # range: [0, inf)
 n_boot = 2000  # range: [1, inf)
+n_random = 20  # range: [1, inf)
+n_random_subject = 2  # range: [1, inf)
 compare_authors = True  # run the pipeline on the authors' own sentences too, when results/oracle/04.json is on record
 n_authors = 60  # range: [2, inf) or null; null: every sentence of the authors' split; else the first n of each half
 batch_size = 64  # range: [1, inf)
@@ -85,6 +87,8 @@ import torch
 
 from corekit import lm as language_models
 from corekit import oracle, plots, stats
+from corekit.book.parameters import check_namespace
+from corekit.chapters import checks
 from corekit.claims import Claims
 from corekit.number_axis import (LAST_LAYER_RECIPES, find_axis, fit_margin, flip_generation, measure,
                                  newest_position_generation, sufficient_rank, sweep)
@@ -93,7 +97,7 @@ from corekit.tasks import agreement, sva_sentences
 plots.use_style()
 claims = Claims("04_llm_agreement_axis")
 figures = plots.Figures(output_dir, claims.notebook)
-claims.require(len(set(models)) == len(models), "models", "a list of models without repeats", models)
+checks.llm_agreement_axis(check_namespace(claims.notebook, globals()))
 
 # %% [markdown]
 # ## 1. The prompts, checked before use
@@ -495,150 +499,258 @@ if on_theirs:
     plt.show()
 
 # %% [markdown]
+# ## Nulls: the same statistics without the axis
+#
+# Each tested claim below is checked against the same statistic on a case without the effect, measured in this
+# run; a claim passes only if its null fails the same bound.
+#
+# - **Random directions.** At the layer each scope chose, `n_random` (last position) and `n_random_subject` (from
+#   the subject on) random unit directions of the residual stream take the axis's place, edited exactly as the
+#   axis is (about the same centres): their keep-only, remove and flip AUROCs, flip rates, coordinate AUROC and
+#   margin R². A bound "≥" is checked against the largest of them, a bound "≤" against the smallest.
+# - **The layer.** The layer the training prompts choose, by the same rule, when every layer's axis is a random
+#   direction.
+# - **The rank.** The sufficient rank of random nested subspaces (a random orthonormal basis) in place of the core's.
+# - **Generation.** Our flip and the authors' steering along one random direction, on the same prompts and seeds.
+# - **Across models.** The Spearman correlation with one model's prompts shuffled (its 99th percentile over
+#   `n_boot` shuffles), and between random-direction coordinates of the two models (the largest of `n_random`).
+
+# %%
+from corekit.claims import Null, at_least, at_most, equal_to
+from corekit.number_axis import random_directions, random_layer_choice, random_null
+
+nulls = {}
+for name, m in measured.items():
+    D, a, r0 = m.lm.d_model, number_axes[name], random_directions(m.lm.d_model, 1, data_seed + 3)[0]
+    basis = torch.linalg.qr(random_directions(D, max(sufficient_ranks), data_seed + 2).T)[0]
+    nulls[name] = dict(
+        last=random_null(m, a, last[name], n_random, data_seed),
+        subject=random_null(m, a, subject[name], n_random_subject, data_seed),
+        layer=random_layer_choice(m, a, data_seed + 1),
+        rank=sufficient_rank(m, a, last[name].layer, sufficient_ranks, basis=basis),
+        generation=flip_generation(m, a, subject[name], gen_prompts, max_new_tokens, nlp, sample=True,
+                                   seed=generation_seed, direction=r0, plain=generations[name, "sampled"]),
+        steering=newest_position_generation(m, a, last[name].layer, gen_prompts, max_new_tokens, nlp,
+                                            generations[name, "sampled"], seed=generation_seed, direction=r0))
+    nl, ns, n = nulls[name]["last"], nulls[name]["subject"], nulls[name]
+    random_rank = n["rank"].sufficient if n["rank"].sufficient > 0 else f"> {n['rank'].ranks[-1]}"
+    print(f"{name}, {n_random} random directions at layer {nl.layer} (last position): coordinate AUROC ≤ "
+          f"{nl.coordinate_auroc.max():.3f}, keep-only ≤ {nl.auroc['keep_only'].max():.3f}, remove ≥ "
+          f"{nl.auroc['remove'].min():.3f}, flip ≥ {nl.auroc['flip'].min():.3f}, flip rate ≤ {nl.flip_rate.max():.3f}, "
+          f"margin R² ≤ {nl.margin_r2.max():.3f}")
+    print(f"   from the subject on ({n_random_subject} at layer {ns.layer}): keep-only ≤ {ns.auroc['keep_only'].max():.3f}, "
+          f"remove ≥ {ns.auroc['remove'].min():.3f}, flip ≥ {ns.auroc['flip'].min():.3f}, flip rate ≤ "
+          f"{ns.flip_rate.max():.3f}; layer chosen with random directions: {n['layer']} of {m.n_layers}; sufficient "
+          f"rank of random subspaces: {random_rank}")
+    print(f"   generation along a random direction: our flip {n['generation'].switched} of {n['generation'].right}, "
+          f"the authors' steering {n['steering'].switched} of {n['steering'].right}")
+rng = np.random.default_rng(data_seed)
+spearman_nulls = {}
+for i, a_name in enumerate(names):
+    for b_name in names[i + 1:]:
+        za, zb = (coordinates[x].cpu().double().numpy() for x in (a_name, b_name))
+        shuffled = [stats.spearman(za, zb[rng.permutation(len(zb))]) for _ in range(n_boot)]
+        random_pairs = [stats.spearman(x, y) for x, y in zip(nulls[a_name]["last"].z_test, nulls[b_name]["last"].z_test)]
+        spearman_nulls[f"{a_name} ~ {b_name}"] = {"shuffled": float(np.percentile(shuffled, 99)),
+                                                  "random": float(np.max(random_pairs))}
+print(spearman_nulls)
+
+# %% [markdown]
 # ## Claims
 #
 # The targets are those of the ACE paper ({cite}`schiffman2026cores`), made relative to each model's
 # own margin AUROC (a model that misreads some attractors cannot be asked for more through its axis):
 # keep-only within 0.02 of it, remove ≤ 0.6, flip ≤ 0.3, at least 0.8 of the correctly handled
 # prompts flipped, a sufficient rank of 1, and at least 0.8 of at least 100 continuations switching
-# number in generation.
+# number in generation (the bars 0.8 are the book's, DESIGN.md: the paper states the effects without a rate).
+# The paper's own claims that were only reported before are tested as it states them: the axis sits in
+# late layers (the chosen layer ≥ ⅔ L), the coordinate predicts the margin (held-out R² ≥ 0.5) and the
+# authors' steering flips number in generation (the same bar as our flip). With fewer than 100 scorable
+# continuations a generation claim is undecided, unless its Wilson interval already lies below 0.8.
 #
-# The paper reports larger models than these two, so the "paper" column is empty for the per-model
+# The paper reports larger models than these two, so the "paper" column is empty for most per-model
 # rows. Where the authors' released code has run on these same two models (`results/oracle/04.json`,
 # on *their* sentences), its value is quoted in the target column as "authors' code on their
 # sentences": a reference run on other inputs, not a printed figure. The rows on the authors' sentences
-# compare like with like, and carry the authors' code's value in its own column. A failing row is shown as
-# failing, with its measured value.
+# compare like with like, and carry the authors' code's value in its own column; with a subset of their
+# split (`n_authors`) they are undecided, since the authors' numbers are on all of it.
 
 # %%
 def authors_note(name, key):
-    """Return the target-column note quoting the authors' code on their own sentences, or nothing."""
+    """Return a note for a claim's statistic quoting the authors' code on their own sentences, or nothing."""
     rec = (authors or {}).get("models", {}).get(name)
     if rec is None:
         return ""
     value = {"chosen_layer": f"{rec['chosen_layer']} of {rec['n_layers']}",
              "margin_r2": f"{rec['margin_fit']['r2']} (fitted and scored on their test half)"}.get(key, rec.get(key))
-    return f"; authors' code on their sentences (n = {authors['n_samples']}): {value}"
+    return f" (authors' code on their sentences, n = {authors['n_samples']}: {value})"
+
+
+def rate_or_none(gen):
+    """Return a Generation's flip rate rounded, or None when no continuation was scorable."""
+    return None if np.isnan(gen.rate) else round(gen.rate, 4)
+
+
+def generation_check(id, gen, null, null_what, statistic, why):
+    """Record a generation flip claim: ≥ 0.8 of ≥ 100 scorable continuations, undecided below 100 scorable unless the
+    Wilson interval already lies below 0.8."""
+    lo, hi = gen.interval
+    short = gen.right < 100 and hi >= 0.8
+    claims.check(id, rate_or_none(gen), at_least(0.8), statistic=statistic, interval=(round(lo, 4), round(hi, 4)),
+                 null=Null(null_what, rate_or_none(null)), why=why,
+                 undecided=(f"only {gen.right} of the {len(gen_prompts)} prompts give a scorable continuation (the claim "
+                            f"needs 100) and the Wilson interval [{lo:.3f}, {hi:.3f}] reaches 0.8; the cpu profile "
+                            "generates from 400 prompts") if short else None)
 
 
 for name, m in measured.items():
     base, a, s, sub, rc = m.base_auroc, number_axes[name], last[name], subject[name], ranks[name]
-    l, i = s.layer, sub.index
+    l, i, L, bar = s.layer, sub.index, m.n_layers, base - 0.02
+    nl, ns, nu = nulls[name]["last"], nulls[name]["subject"], nulls[name]
+    most_l, least_l = (f"{w} of {n_random} random unit directions at layer {l}" for w in ("largest", "smallest"))
+    most_s, least_s = (f"{w} of {n_random_subject} random unit directions at layer {sub.layer}, from the subject on"
+                       for w in ("largest", "smallest"))
     offline = language_models.OFFLINE.get(name)
-    claims.add(f"weights[{name}]", m.lm.weights, target="reported" + (
-        f": GGUF file sha256 {offline.sha256[:12]}… checked at load" if offline else f": {m.lm.source}"))
+    claims.report(f"weights[{name}]", m.lm.weights, statistic=(
+        f"GGUF file sha256 {offline.sha256[:12]}… checked at load" if offline else m.lm.source))
     flip_rate = stats.flip_rate(m.test.last.value, s.margins["flip"][s.index], y_test)
-    claims.add(f"base_auroc[{name}]", round(base, 4), target="reported (held out)" + authors_note(name, "base_auroc"))
-    claims.add(f"chosen_layer[{name}]", {"layer": l, "n_layers": m.n_layers},
-               target="reported: lowest flip AUROC on the training prompts" + authors_note(name, "chosen_layer"))
+    claims.report(f"base_auroc[{name}]", round(base, 4),
+                  statistic="the model's own margin AUROC (held out)" + authors_note(name, "base_auroc"))
+    claims.check(f"chosen_layer[{name}]", l, at_least(2 * L / 3), paper="late layers",
+                 statistic=f"the layer of the lowest flip AUROC on the training prompts (last position), of layers 0 … "
+                           f"{L}" + authors_note(name, "chosen_layer"),
+                 null=Null("the same rule with a random unit direction at every layer", nu["layer"]))
     c = comparison.get(name)
     on_their_sentences = "" if c is None else (
         f"; on the authors' sentences the same pipeline's last-layer core gives {c['core_auroc']['block_output']:.3f} "
         f"against that set's base {c['base']:.3f} ({their.flawed()} of their {len(their.kinds)} sentences are not "
         f"agreement prompts; the base is {c['base_well_formed']:.3f} on the {c['n_well_formed']} well-formed held-out ones)")
-    claims.add(f"core_auroc[{name}]", round(float(a.auroc[l]), 4),
-               target=f"≥ base − 0.02 = {base - 0.02:.3f}", passed=a.auroc[l] >= base - 0.02,
-               why=f"the rank-1 core coordinate at layer {l} separates the held-out prompts to {a.auroc[l]:.3f}, the "
-                   f"model's own margin to {base:.3f}" + on_their_sentences)
-    claims.add(f"keep_only_auroc[{name}]", round(s.at_layer("keep_only"), 4),
-               target=f"≥ base − 0.02 = {base - 0.02:.3f} (last position)" + authors_note(name, "keep_only_auroc"),
-               passed=s.at_layer("keep_only") >= base - 0.02,
-               why=f"keeping only the rank-1 core at layer {l} leaves {s.at_layer('keep_only'):.3f} of the model's "
-                   f"{base:.3f}; the rank sweep below says how many dimensions it takes" + on_their_sentences)
-    claims.add(f"remove_auroc[{name}]", round(s.at_layer("remove"), 4),
-               target="≤ 0.6 (last position)" + authors_note(name, "remove_auroc"), passed=s.at_layer("remove") <= 0.6)
-    claims.add(f"flip_auroc[{name}]", round(s.at_layer("flip"), 4),
-               target="≤ 0.3 (last position)" + authors_note(name, "flip_auroc"), passed=s.at_layer("flip") <= 0.3)
-    claims.add(f"flip_rate[{name}]", round(flip_rate[0], 4),
-               target=f"≥ 0.8 of the {flip_rate[1]} prompts the model gets right (last position)",
-               passed=flip_rate[0] >= 0.8)
-    claims.add(f"sufficient_rank[{name}]", rc.sufficient if rc.sufficient > 0 else f"> {rc.ranks[-1]}",
-               target=f"= 1 (a 1-D core): smallest r in {rc.ranks} whose keep-only AUROC (layer {rc.layer}, last "
-                      f"position) is ≥ base − {rc.tol} = {base - rc.tol:.3f}", passed=rc.sufficient == 1,
-               why=f"keep-only with the rank-1 core gives {rc.auroc[0]:.3f} against base − {rc.tol} = "
-                   f"{base - rc.tol:.3f}; " + (f"rank {rc.sufficient} is the first of {rc.ranks} to reach it"
-                                               if rc.sufficient > 0 else f"no rank up to {rc.ranks[-1]} reaches it"))
+    claims.check(f"core_auroc[{name}]", round(float(a.auroc[l]), 4), at_least(bar),
+                 statistic=f"held-out AUROC of the rank-1 core coordinate at layer {l} (bar: the model's own margin "
+                           f"AUROC {base:.3f} − 0.02)",
+                 null=Null(most_l, round(float(nl.coordinate_auroc.max()), 4)),
+                 why=f"the rank-1 core coordinate at layer {l} separates the held-out prompts to {a.auroc[l]:.3f}, the "
+                     f"model's own margin to {base:.3f}" + on_their_sentences)
+    claims.check(f"keep_only_auroc[{name}]", round(s.at_layer("keep_only"), 4), at_least(bar),
+                 statistic=f"held-out margin AUROC with only the rank-1 core kept at the last position, layer {l} (bar: "
+                           f"the model's own {base:.3f} − 0.02)" + authors_note(name, "keep_only_auroc"),
+                 null=Null(most_l, round(float(nl.auroc["keep_only"].max()), 4)),
+                 why=f"keeping only the rank-1 core at layer {l} leaves {s.at_layer('keep_only'):.3f} of the model's "
+                     f"{base:.3f}; the rank sweep below says how many dimensions it takes" + on_their_sentences)
+    claims.check(f"remove_auroc[{name}]", round(s.at_layer("remove"), 4), at_most(0.6),
+                 statistic=f"held-out margin AUROC with the core removed at the last position, layer {l}"
+                           + authors_note(name, "remove_auroc"),
+                 null=Null(least_l, round(float(nl.auroc["remove"].min()), 4)))
+    claims.check(f"flip_auroc[{name}]", round(s.at_layer("flip"), 4), at_most(0.3),
+                 statistic=f"held-out margin AUROC with the core reflected at the last position, layer {l}"
+                           + authors_note(name, "flip_auroc"),
+                 null=Null(least_l, round(float(nl.auroc["flip"].min()), 4)))
+    claims.check(f"flip_rate[{name}]", round(flip_rate[0], 4), at_least(0.8),
+                 statistic=f"share of the {flip_rate[1]} held-out prompts the model gets right whose margin changes "
+                           f"sign under the flip (last position, layer {l})",
+                 null=Null(most_l, round(float(nl.flip_rate.max()), 4)),
+                 why="the 0.8 bar is the book's (DESIGN.md); the paper says the flip inverts number but gives no rate")
+    random_rank = nu["rank"].sufficient if nu["rank"].sufficient > 0 else None
+    claims.check(f"sufficient_rank[{name}]", rc.sufficient if rc.sufficient > 0 else None, equal_to(1),
+                 statistic=f"smallest r in {rc.ranks} whose rank-r core keeps the held-out margin AUROC ≥ base − "
+                           f"{rc.tol} = {base - rc.tol:.3f} (keep-only, layer {rc.layer}, last position; —: none)",
+                 null=Null("random nested subspaces in place of the core (a random orthonormal basis; —: none up to "
+                           f"{rc.ranks[-1]})", random_rank),
+                 why=f"keep-only with the rank-1 core gives {rc.auroc[0]:.3f} against base − {rc.tol} = "
+                     f"{base - rc.tol:.3f}; " + (f"rank {rc.sufficient} is the first of {rc.ranks} to reach it"
+                                                 if rc.sufficient > 0 else f"no rank up to {rc.ranks[-1]} reaches it"))
     sub_rate = stats.flip_rate(m.test.last.value, sub.margins["flip"][i], y_test)
-    claims.add(f"chosen_layer[{name}, from subject]", {"layer": sub.layer, "n_layers": m.n_layers},
-               target=f"reported: lowest training flip AUROC among layers {sub.layers}")
-    claims.add(f"keep_only_auroc[{name}, from subject]", round(sub.at_layer("keep_only"), 4),
-               target=f"≥ base − 0.02 = {base - 0.02:.3f} (each position about its own mean)",
-               passed=sub.at_layer("keep_only") >= base - 0.02)
-    claims.add(f"remove_auroc[{name}, from subject]", round(sub.at_layer("remove"), 4),
-               target="≤ 0.6", passed=sub.at_layer("remove") <= 0.6)
-    claims.add(f"flip_auroc[{name}, from subject]", round(sub.at_layer("flip"), 4),
-               target="≤ 0.3", passed=sub.at_layer("flip") <= 0.3)
-    claims.add(f"flip_rate[{name}, from subject]", round(sub_rate[0], 4),
-               target=f"≥ 0.8 of the {sub_rate[1]} prompts the model gets right", passed=sub_rate[0] >= 0.8)
-    claims.add(f"margin_r2[{name}]", round(fits[name].z[2], 4),
-               target="reported: m ≈ a z + b, fitted on train, R² held out" + authors_note(name, "margin_r2"))
-    claims.add(f"margin_r2_normalised[{name}]", round(fits[name].normalised[2], 4),
-               target="reported: m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out")
-    for mode in ("sampled", "greedy"):
-        gen = generations[name, mode]
-        value = {"rate": None if np.isnan(gen.rate) else round(gen.rate, 4), "switched": gen.switched, "of": gen.right,
-                 "wilson95": [round(v, 4) for v in gen.interval]}
-        if mode == "sampled":
-            claims.add(f"generation_flip_rate[{name}]", value,
-                       target=f"≥ 0.8 of ≥ 100 held-out continuations with a verb of the subject's number (of "
-                              f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}; "
-                              f"flip from the subject on at layer {gen.layer})",
-                       passed=gen.right >= 100 and gen.rate >= 0.8,
-                       why=(f"only {gen.right} scorable continuations (the claim needs 100); " if gen.right < 100 else "")
-                       + f"{gen.switched} of {gen.right} switch number under our flip; the authors' steering switches "
-                         f"{generations[name, 'authors'].switched} of the same {generations[name, 'authors'].right}")
-        else:
-            claims.add(f"generation_flip_rate_greedy[{name}]", value,
-                       target="reported: the same prompts, greedy decoding")
-    gen = generations[name, "authors"]
+    claims.report(f"chosen_layer[{name}, from subject]", {"layer": sub.layer, "n_layers": m.n_layers},
+                  statistic=f"lowest training flip AUROC among layers {sub.layers}")
+    claims.check(f"keep_only_auroc[{name}, from subject]", round(sub.at_layer("keep_only"), 4), at_least(bar),
+                 statistic=f"held-out margin AUROC with only the core kept at every position from the subject on (each "
+                           f"about its own mean), layer {sub.layer} (bar: the model's own {base:.3f} − 0.02)",
+                 null=Null(most_s, round(float(ns.auroc["keep_only"].max()), 4)))
+    claims.check(f"remove_auroc[{name}, from subject]", round(sub.at_layer("remove"), 4), at_most(0.6),
+                 statistic=f"held-out margin AUROC with the core removed from the subject on, layer {sub.layer}",
+                 null=Null(least_s, round(float(ns.auroc["remove"].min()), 4)))
+    claims.check(f"flip_auroc[{name}, from subject]", round(sub.at_layer("flip"), 4), at_most(0.3),
+                 statistic=f"held-out margin AUROC with the core reflected from the subject on, layer {sub.layer}",
+                 null=Null(least_s, round(float(ns.auroc["flip"].min()), 4)))
+    claims.check(f"flip_rate[{name}, from subject]", round(sub_rate[0], 4), at_least(0.8),
+                 statistic=f"share of the {sub_rate[1]} held-out prompts the model gets right whose margin changes sign "
+                           f"under the flip from the subject on, layer {sub.layer}",
+                 null=Null(most_s, round(float(ns.flip_rate.max()), 4)),
+                 why="the 0.8 bar is the book's (DESIGN.md); the paper says the flip inverts number but gives no rate")
+    claims.check(f"margin_r2[{name}]", round(fits[name].z[2], 4), at_least(0.5), paper="the projection predicts the margin",
+                 statistic=f"held-out R² of m ≈ a z + b fitted on the training prompts, z the core coordinate at layer "
+                           f"{fits[name].layer}" + authors_note(name, "margin_r2"),
+                 null=Null(most_l, round(float(nl.margin_r2.max()), 4)))
+    claims.report(f"margin_r2_normalised[{name}]", round(fits[name].normalised[2], 4),
+                  statistic="m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out")
+    gs, gg, ga = generations[name, "sampled"], generations[name, "greedy"], generations[name, "authors"]
+    generation_check(
+        f"generation_flip_rate[{name}]", gs, nu["generation"], "the same flip along a random unit direction",
+        statistic=f"share of the {gs.right} held-out continuations with a verb of the subject's number (of "
+                  f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}) that switch number "
+                  f"under the flip from the subject on at layer {gs.layer}, Wilson 95 % interval",
+        why=f"{gs.switched} of {gs.right} switch number under our flip; the authors' steering switches {ga.switched} of "
+            f"the same {ga.right}; the 0.8 bar is the book's (DESIGN.md): the paper shows examples, not a rate")
+    claims.report(f"generation_flip_rate_greedy[{name}]",
+                  {"rate": rate_or_none(gg), "switched": gg.switched, "of": gg.right,
+                   "wilson95": [round(v, 4) for v in gg.interval]},
+                  statistic="the same prompts, greedy decoding")
     rec_gen = (authors or {}).get("models", {}).get(name, {}).get("generation")
-    claims.add(f"generation_flip_rate_authors_steering[{name}]",
-               {"rate": None if np.isnan(gen.rate) else round(gen.rate, 4), "switched": gen.switched, "of": gen.right,
-                "wilson95": [round(v, 4) for v in gen.interval]},
-               target=f"reported: the authors' steering (newest position only, a strength per step; layer {gen.layer}) "
-                      "on the same prompts and seeds as the sampled row" + (
-                          f"; authors' code on {rec_gen['prompts']} of their sentences: {rec_gen['switched']} of "
-                          f"{rec_gen['right']}, Wilson 95 % {rec_gen['wilson95']}" if rec_gen else ""))
+    generation_check(
+        f"generation_flip_rate_authors_steering[{name}]", ga, nu["steering"],
+        "the authors' steering along a random unit direction",
+        statistic=f"share of the {ga.right} continuations that switch number under the authors' steering (newest "
+                  f"position only, a strength per step; layer {ga.layer}), the same prompts and seeds as our flip, "
+                  "Wilson 95 % interval" + (f" (authors' code on {rec_gen['prompts']} of their sentences: "
+                                            f"{rec_gen['switched']} of {rec_gen['right']})" if rec_gen else ""),
+        why=f"{ga.switched} of {ga.right} switch number; the 0.8 bar is that of our flip (the book's)")
 if len(models) > 1:
     pair_key = f"{models[0]} ~ {models[1]}"
     theirs_rho = (authors or {}).get("cross_model_spearman", {}).get(pair_key)
-    claims.add("cross_model_spearman", pairs, paper="up to 0.93 (other models)",
-               target="every pair ≥ 0.8 (held out; 95 % bootstrap interval)" + (
-                   f"; authors' code on their sentences, this pair: {theirs_rho}" if theirs_rho is not None else ""),
-               passed=min(v["rho"] for v in pairs.values()) >= 0.8)
+    worst = min(pairs, key=lambda p: pairs[p]["rho"])
+    claims.check("cross_model_spearman", pairs[worst]["rho"], at_least(0.8), paper="up to 0.93 (other models)",
+                 statistic=f"smallest Spearman ρ over the model pairs ({worst}) of the held-out core coordinates, each "
+                           "model at its chosen layer, 95 % bootstrap interval" + (
+                               f" (authors' code on their sentences, this pair: {theirs_rho})"
+                               if theirs_rho is not None else ""),
+                 interval=tuple(pairs[worst]["ci95"]),
+                 null=[Null(f"one model's prompts shuffled (99th percentile of {n_boot} shuffles)",
+                            round(spearman_nulls[worst]["shuffled"], 4)),
+                       Null(f"random unit directions in both models (largest of {n_random} pairs)",
+                            round(spearman_nulls[worst]["random"], 4))],
+                 why="DESIGN.md asks every pair ≥ 0.8; the paper's 0.93 is its best pair, among larger models")
 subset_why = (None if full_split else f"n_authors = {n_authors}: a subset of their split, while the authors' numbers "
               "are on all of it (the cpu profile uses every sentence)")
 if their is not None:
-    claims.add("authors_sentences_flawed", {"flawed": their.flawed(), "of": len(their.kinds), **their.counts()},
-               target="reported: the authors' sentences that are not agreement prompts, by kind "
-                      "(corekit.tasks.sva_sentences)")
+    claims.report("authors_sentences_flawed", {"flawed": their.flawed(), "of": len(their.kinds), **their.counts()},
+                  statistic="the authors' sentences that are not agreement prompts, by kind (corekit.tasks.sva_sentences)")
 for name, c in comparison.items():
     rec = authors["models"][name]
     worst = max(c["max_diff"], abs(c["base"] - rec["base_auroc"]))
-    claims.add(f"authors_sentences_same_numbers[{name}]", round(worst, 4),
-               target="≤ 0.01: largest |this library − authors' code| over the base AUROC and every layer's keep-only / "
-                      "remove / flip AUROC, on their sentences and split, with their last-layer recipe",
-               passed=full_split and worst <= 0.01, why=subset_why if worst > 0.01 else None)
-    claims.add(f"authors_sentences_ablations[{name}]",
-               {"layer": c["layer"], **{k: round(v, 4) for k, v in c["at_layer"].items()}},
-               authors={"layer": rec["chosen_layer"], "keep_only": rec["keep_only_auroc"],
-                        "remove": rec["remove_auroc"], "flip": rec["flip_auroc"]},
-               target="reported: at the lowest held-out flip layer (the authors' rule), their sentences, their recipe")
-    claims.add(f"authors_sentences_last_layer[{name}]",
-               {recipe: {"core_auroc": round(c["core_auroc"][recipe], 4), **{k: round(v, 4) for k, v in lr.items()}}
-                for recipe, lr in c["last"].items()},
-               target=f"reported: layer {on_theirs[name][0].n_layers}, the authors' recipe (post_norm) vs this chapter's "
-                      f"(block_output); base AUROC {c['base']:.3f}")
-    claims.add(f"authors_sentences_base_auroc_well_formed[{name}]",
-               {"auroc": round(c["base_well_formed"], 4), "of": c["n_well_formed"], "all": round(c["base"], 4)},
-               target="reported: the model's own margin AUROC on their well-formed held-out sentences, beside all")
+    claims.check(f"authors_sentences_same_numbers[{name}]", round(worst, 4), at_most(0.01), no_null="provenance",
+                 statistic="largest |this library − authors' code| over the base AUROC and every layer's keep-only / "
+                           "remove / flip AUROC, on their sentences and split, with their last-layer recipe",
+                 undecided=subset_why)
+    claims.report(f"authors_sentences_ablations[{name}]",
+                  {"layer": c["layer"], **{k: round(v, 4) for k, v in c["at_layer"].items()}},
+                  authors={"layer": rec["chosen_layer"], "keep_only": rec["keep_only_auroc"],
+                           "remove": rec["remove_auroc"], "flip": rec["flip_auroc"]},
+                  statistic="at the lowest held-out flip layer (the authors' rule), their sentences, their recipe")
+    claims.report(f"authors_sentences_last_layer[{name}]",
+                  {recipe: {"core_auroc": round(c["core_auroc"][recipe], 4), **{k: round(v, 4) for k, v in lr.items()}}
+                   for recipe, lr in c["last"].items()},
+                  statistic=f"layer {on_theirs[name][0].n_layers}, the authors' recipe (post_norm) vs this chapter's "
+                            f"(block_output); base AUROC {c['base']:.3f}")
+    claims.report(f"authors_sentences_base_auroc_well_formed[{name}]",
+                  {"auroc": round(c["base_well_formed"], 4), "of": c["n_well_formed"], "all": round(c["base"], 4)},
+                  statistic="the model's own margin AUROC on their well-formed held-out sentences, beside all")
 if len(comparison) > 1:
-    claims.add("cross_model_spearman_authors_sentences", {r: round(v, 4) for r, v in rho_t.items()},
-               authors=authors["cross_model_spearman"].get(f"{a_} ~ {b_}"),
-               target="post_norm within 0.01 of the authors' code (their sentences and recipe, each model at its "
-                      "lowest held-out flip layer); block_output reported",
-               passed=full_split and abs(rho_t["post_norm"] - authors["cross_model_spearman"][f"{a_} ~ {b_}"]) <= 0.01,
-               why=subset_why)
+    theirs_rho_t = authors["cross_model_spearman"][f"{a_} ~ {b_}"]
+    claims.check("cross_model_spearman_authors_sentences", round(rho_t["post_norm"], 4), equal_to(theirs_rho_t, 0.01),
+                 authors=theirs_rho_t, no_null="provenance", undecided=subset_why,
+                 statistic="cross-model Spearman ρ on their held-out sentences with their recipe (post_norm), each model "
+                           f"at its lowest held-out flip layer, against the authors' code (block_output recipe: "
+                           f"{rho_t['block_output']:.4f})")
 claims.write()
 claims.table()
 

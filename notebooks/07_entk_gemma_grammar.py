@@ -79,6 +79,8 @@ import matplotlib.pyplot as plt
 
 from corekit import lm as language_models
 from corekit import plots
+from corekit.book.parameters import check_namespace
+from corekit.chapters import checks
 from corekit.claims import Claims
 from corekit.grammar_entk import compare, dense_check, pca_by_layer, probe_labels, spectra, stream_of
 from corekit.probes import evaluate_splits
@@ -87,8 +89,7 @@ from corekit.tasks import grammar
 plots.use_style()
 claims = Claims("07_entk_gemma_grammar")
 figures = plots.Figures(output_dir, claims.notebook)
-claims.require(top_k < lanczos_vectors, "top_k", f"fewer than lanczos_vectors = {lanczos_vectors}", top_k)
-claims.require(dense_tokens <= context_tokens, "dense_tokens", f"at most context_tokens = {context_tokens}", dense_tokens)
+checks.entk_gemma_grammar(check_namespace(claims.notebook, globals()))
 lm = language_models.load(model, device=device, dtype="float32")
 layers = sorted(set(sweep_layers) | {layer})
 for l in layers:
@@ -324,70 +325,139 @@ figures.save(fig, "scores_by_class")
 plt.show()
 
 # %% [markdown]
+# ## Nulls: random directions in place of the eNTK eigenvectors
+#
+# Each tested claim below is checked against the same statistic on a family without learned structure:
+# `top_k` random unit directions of the same block's output (the space PCA reads), probed by the same protocol
+# against the same PCA baseline, with the same bootstrap. A claim passes only if this null fails its bound. Each
+# family's macro AUROC gets its own interval from the same resamples of the contexts.
+
+# %%
+from corekit.claims import Null, at_least, at_most, interval_above, interval_contains
+from corekit.grammar_entk import random_by_layer
+from corekit.probes import bootstrap_macro
+
+random_family = random_by_layer(sel, top_k, data_seed)
+null_results = {l: compare(random_family[l], pca[l], labels) for l in layers}
+rand = null_results[layer]                       # its entk_* fields hold the random family
+label_rows = {"pos": labels.pos, "morph": labels.morph_matrix}
+nan_interval = (float("nan"), float("nan"))
+
+
+def macro_level(probe, kind):
+    """Return (test macro AUROC, its 95 % interval over the bootstrap's resamples of the contexts); NaN without labels."""
+    return bootstrap_macro(probe, label_rows[kind], labels.weights) if probe.names else (float("nan"), nan_interval)
+
+
+levels = {(family, kind): macro_level(getattr(r, f"{side}_{kind}"), kind)
+          for family, r, side in (("entk", head, "entk"), ("pca", head, "pca"), ("random", rand, "entk"))
+          for kind in ("pos", "morph")}
+for (family, kind), (point, (lo, hi)) in levels.items():
+    print(f"{family:>6s} {kind:5s} macro AUROC {point:.3f} [{lo:.3f}, {hi:.3f}]")
+print(f"random − PCA: POS {rand.pos.macro:+.3f} [{rand.pos.macro_interval[0]:+.3f}, {rand.pos.macro_interval[1]:+.3f}], "
+      f"AP {rand.pos_ap.macro:+.3f}; eNTK − PCA AP {head.pos_ap.macro:+.3f} [{head.pos_ap.macro_interval[0]:+.3f}, "
+      f"{head.pos_ap.macro_interval[1]:+.3f}]")
+
+# %% [markdown]
 # ## Claims
 #
 # Paper values are Gemma-3-270M at `model.layers.16.mlp.down_proj` with 128 contexts per class of 64
 # tokens {cite}`lin2025entk`; a profile with other settings says so in each target, and a claim that
-# does not reproduce is shown failing with its measured value.
+# does not reproduce is shown failing with its measured value. The paper's numbers are tested as it states
+# them: its eNTK − PCA differences (POS 0.082, morphology 0.040) and each family's macro AUROC must lie in
+# our 95 % intervals, its own layer-16 table (eNTK ahead on 7 of 8 classes: PRON .703 < .723) sets the class
+# count at that layer, and "every class" (8 of 8) is Table 3's best layer per class, which only a sweep over
+# every block can decide. The sign of each difference is tested too (interval above 0).
 
 # %%
-PAPER = dict(pos_entk=0.827, pos_pca=0.745, morph_entk=0.783, morph_pca=0.743)
+PAPER = dict(pos_entk=0.827, pos_pca=0.745, morph_entk=0.783, morph_pca=0.743, pos_ap_entk=0.523, pos_ap_pca=0.409)
 module = head_spec.module
 setting = f"{module}, N = {N} ({n_per_class} per class asked), {context_tokens}-token contexts"
 pos_e, pos_p = head.entk_pos.auroc().mean(0), head.pca_pos.auroc().mean(0)
 morph_e, morph_p = head.entk_morph.auroc().mean(0), head.pca_morph.auroc().mean(0)
 pos_wins, morph_wins, n_morph = int((pos_e > pos_p).sum()), int((morph_e > morph_p).sum()), len(labels.morph.names)
-interval = lambda d: [round(d.macro_interval[0], 4), round(d.macro_interval[1], 4)]  # noqa: E731
+random_pos_wins = int((rand.entk_pos.auroc().mean(0) > pos_p).sum())
+random_morph_wins = int((rand.entk_morph.auroc().mean(0) > morph_p).sum())
+interval = lambda d: (round(d.macro_interval[0], 4), round(d.macro_interval[1], 4))  # noqa: E731
+rounded = lambda x: None if x is None or not np.isfinite(x) else round(float(x), 4)  # noqa: E731
+no_morph = None if n_morph else (f"no morphology label of the predicted word passes support ≥ {min_support} and the "
+                                 f"purity/coverage filter at N = {N}; the cpu profile (N = 1024) keeps 10")
+corpus_why = (f"this run's corpus is {stories.source} and its labels spaCy's, the paper's TinyStories with Stanza; PCA "
+              f"gives {levels['pca', 'pos'][0]:.3f} on word classes here against the paper's {PAPER['pos_pca']}")
+random_what = f"{top_k} random unit directions of the block output in place of the eNTK eigenvectors"
 lanczos_max_residual = float(head_spec.relative_residuals.max())
-claims.add("lanczos_max_residual", lanczos_max_residual, paper=None,
-           target=f"≤ {lanczos_tol:g}: max ‖K̃v − λv‖/λ of the {top_k} scored pairs, {module} "
-                  f"({head_spec.pairs.n_matvecs} products, blocks of {block_size})",
-           passed=lanczos_max_residual <= lanczos_tol)
-claims.add("lanczos_rel_error", lanczos_rel_error, paper=None,
-           target=f"≤ 1e-3: top-{top_k} eigenvalues, Lanczos ({check.lanczos.n_matvecs} products) vs dense eigh on "
-                  f"{len(check.contexts)} contexts of {check.tokens} tokens, {module}",
-           passed=lanczos_rel_error <= 1e-3)
-claims.add("pos_macro_auroc_diff", {"diff": round(head.pos.macro, 4), "ci95": interval(head.pos)},
-           paper=round(PAPER["pos_entk"] - PAPER["pos_pca"], 3),
-           target=f"eNTK − PCA macro AUROC over 8 classes, 95 % paired-bootstrap interval (n_boot {n_boot}, "
-                  f"{split_seeds} splits), lower bound > 0; {setting}", passed=head.pos.macro_interval[0] > 0)
-claims.add("pos_macro_auroc_entk", round(float(pos_e.mean()), 4), paper=PAPER["pos_entk"],
-           target=f"reported: mean of {split_seeds} splits, held out; {setting}")
-claims.add("pos_macro_auroc_pca", round(float(pos_p.mean()), 4), paper=PAPER["pos_pca"],
-           target=f"reported: PCA on hidden_states[{layer + 1}] (the output of model.layers.{layer}), "
-                  f"mean of {split_seeds} splits, held out")
-claims.add("pos_macro_ap", {"entk": round(float(head.entk_pos.ap().mean()), 4),
-                            "pca": round(float(head.pca_pos.ap().mean()), 4)}, paper=None,
-           target=f"reported: macro average precision, mean of {split_seeds} splits, held out; {module}")
-claims.add("pos_classes_entk_wins", {"wins": pos_wins, "of": 8,
-                                     "interval_above_0": int((head.pos.interval[:, 0] > 0).sum())},
-           paper="8 of 8 ('every class'; its own table has PRON .703 < .723, i.e. 7)",
-           target=f"eNTK mean AUROC above PCA's on every one of the 8 classes; {module}", passed=pos_wins == 8)
-claims.add("morph_features_entk_wins", {"wins": morph_wins, "of": n_morph}, paper="all but one",
-           target=f"eNTK above PCA on ≥ n − 1 of the n morphology labels (predicted word, support ≥ {min_support}, "
-                  f"purity/coverage filter); {module}", passed=n_morph >= 1 and morph_wins >= n_morph - 1)
-claims.add("morph_macro_auroc_diff", {"diff": round(head.morph.macro, 4) if n_morph else None,
-                                      "ci95": interval(head.morph) if n_morph else None, "labels": n_morph},
-           paper=round(PAPER["morph_entk"] - PAPER["morph_pca"], 3),
-           target=f"eNTK − PCA macro AUROC over the morphology labels, 95 % paired-bootstrap interval, lower bound "
-                  f"> 0; {setting}", passed=n_morph >= 1 and head.morph.macro_interval[0] > 0)
-claims.add("morph_macro_auroc_entk", round(float(morph_e.mean()), 4) if n_morph else None, paper=PAPER["morph_entk"],
-           target=f"reported: mean of {split_seeds} splits, held out; {module}")
-claims.add("morph_macro_auroc_pca", round(float(morph_p.mean()), 4) if n_morph else None, paper=PAPER["morph_pca"],
-           target=f"reported: mean of {split_seeds} splits, held out; output of model.layers.{layer}")
-claims.add("best_layer", {"entk": f"model.layers.{best_layer}.mlp.down_proj",
-                          "entk_test_pos_macro": round(float(results[best_layer].entk_pos.auroc().mean()), 4),
-                          "pca": f"output of model.layers.{best_pca}",
-                          "pca_test_pos_macro": round(float(pca_sweep[best_pca].auroc().mean()), 4)},
-           paper="model.layers.16 (Table 3)",
-           target=f"reported: chosen on the training halves; eNTK among model.layers.{layers}, PCA among every block")
-claims.add("contexts_kept", {"kept": N, "tried": sum(sel.tried.values()), "short": short}, paper="1024 (128 per class)",
-           target=f"reported: contexts whose predicted word has the true UPOS ({context_tokens}-token contexts); "
-                  f"classes short of {n_per_class}")
-claims.add("lanczos_seconds", {"cache (all layers)": round(spec.cache_seconds, 1)}
-           | {s.module: round(s.seconds, 1) for s in spec.layers.values()},
-           paper="~480 (A100, model.layers.16, N = 1024)",
-           target=f"reported: shared cache, then top-{top_k} Lanczos per layer on {lm.device}")
+claims.check("lanczos_max_residual", lanczos_max_residual, at_most(lanczos_tol), no_null="numerical check",
+             statistic=f"max ‖K̃v − λv‖/λ of the {top_k} scored pairs, {module} ({head_spec.pairs.n_matvecs} products, "
+                       f"blocks of {block_size})")
+claims.check("lanczos_rel_error", lanczos_rel_error, at_most(1e-3), no_null="numerical check",
+             statistic=f"largest relative error of the top-{top_k} eigenvalues, Lanczos ({check.lanczos.n_matvecs} "
+                       f"products) vs dense eigh on {len(check.contexts)} contexts of {check.tokens} tokens, {module}")
+for kind, d, r, n_labels, over in (("pos", head.pos, rand.pos, 8, "8 classes"),
+                                   ("morph", head.morph, rand.morph, n_morph, "the morphology labels")):
+    has = n_labels > 0
+    null = Null(f"{random_what}, against the same PCA", rounded(r.macro) if has else None,
+                interval=interval(r) if has else nan_interval)
+    what = (f"eNTK − PCA macro AUROC over {over} ({setting}; n_boot {n_boot}, {split_seeds} splits): its 95 % "
+            "paired-bootstrap")
+    paper_diff = round(PAPER[f"{kind}_entk"] - PAPER[f"{kind}_pca"], 3)
+    value, ci = (rounded(d.macro), interval(d)) if has else (None, nan_interval)
+    claims.check(f"{kind}_macro_auroc_diff", value, interval_above(0), statistic=what, interval=ci, null=null,
+                 paper=paper_diff, undecided=no_morph if kind == "morph" else None)
+    claims.check(f"{kind}_macro_auroc_diff_paper", value, interval_contains(paper_diff), statistic=what, interval=ci,
+                 null=null, paper=paper_diff, undecided=no_morph if kind == "morph" else None, why=corpus_why)
+    for family, source in (("entk", "the eNTK eigenvectors"), ("pca", f"PCA of the output of model.layers.{layer}")):
+        point, ci_f = levels[family, kind]
+        claims.check(f"{kind}_macro_auroc_{family}", rounded(point), interval_contains(PAPER[f"{kind}_{family}"]),
+                     statistic=f"macro AUROC over {over} of {source} (mean of {split_seeds} splits, held out; "
+                               f"{setting}): its 95 % bootstrap",
+                     interval=tuple(round(x, 4) for x in ci_f) if has else nan_interval, paper=PAPER[f"{kind}_{family}"],
+                     null=Null(random_what, rounded(levels["random", kind][0]),
+                               interval=tuple(round(x, 4) for x in levels["random", kind][1]) if has else nan_interval),
+                     undecided=no_morph if kind == "morph" else None, why=corpus_why)
+claims.check("pos_macro_ap", rounded(head.pos_ap.macro), interval_above(0), interval=interval(head.pos_ap),
+             paper=round(PAPER["pos_ap_entk"] - PAPER["pos_ap_pca"], 3),
+             statistic=f"eNTK − PCA macro average precision over 8 classes (eNTK {head.entk_pos.ap().mean():.3f}, PCA "
+                       f"{head.pca_pos.ap().mean():.3f}; paper {PAPER['pos_ap_entk']} vs {PAPER['pos_ap_pca']}; "
+                       f"{setting}): its 95 % paired-bootstrap",
+             null=Null(f"{random_what}, against the same PCA", rounded(rand.pos_ap.macro), interval=interval(rand.pos_ap)))
+claims.check("pos_classes_entk_wins", pos_wins, at_least(7),
+             statistic=f"word classes (of 8) on which the eNTK's mean test AUROC is above PCA's, {module} (the per-class "
+                       f"interval lies above 0 on {int((head.pos.interval[:, 0] > 0).sum())})",
+             paper="7 of 8 in the paper's own model.layers.16 table (PRON .703 < .723); 'every class' is Table 3's "
+                   "best layer per class",
+             null=Null(f"{random_what} against the same PCA", random_pos_wins),
+             undecided=None if layer == 16 else (f"the paper's per-class table is at model.layers.16, this run's "
+                                                 f"headline layer is model.layers.{layer}"))
+claims.check("morph_features_entk_wins", morph_wins, at_least(n_morph - 1), paper="all but one (of 12 labels)",
+             statistic=f"morphology labels (predicted word, support ≥ {min_support}, purity/coverage filter; {n_morph} "
+                       f"kept) on which the eNTK's mean test AUROC is above PCA's, {module}",
+             null=Null(f"{random_what} against the same PCA", random_morph_wins), undecided=no_morph)
+entk_best = np.max([results[l].entk_pos.auroc().mean(0) for l in layers], axis=0)
+random_best = np.max([null_results[l].entk_pos.auroc().mean(0) for l in layers], axis=0)
+pca_best = np.max([pca_sweep[l].auroc().mean(0) for l in pca_sweep], axis=0)
+unswept = [l for l in range(lm.n_layers) if l not in layers]
+claims.check("best_layer", int((entk_best > pca_best).sum()), at_least(8), paper="8 of 8 (Table 3: each class at its "
+             f"best of the {lm.n_layers} blocks)",
+             statistic=f"word classes (of 8) whose best eNTK layer (among model.layers.{layers}) has a higher mean test "
+                       "AUROC than PCA's best block (among every block)",
+             null=Null(f"{random_what}, best among the same layers", int((random_best > pca_best).sum())),
+             undecided=(f"the eNTK ran at model.layers.{layers} only, {len(unswept)} of the {lm.n_layers} blocks were "
+                        "not swept, and Table 3 takes each class's best over all of them (the paper profile's sweep: "
+                        "about 180 CPU-hours on this machine, hours on one GPU)") if unswept else None)
+claims.report("layer_chosen_on_train",
+              {"entk": f"model.layers.{best_layer}.mlp.down_proj",
+               "entk_test_pos_macro": round(float(results[best_layer].entk_pos.auroc().mean()), 4),
+               "pca": f"output of model.layers.{best_pca}",
+               "pca_test_pos_macro": round(float(pca_sweep[best_pca].auroc().mean()), 4)},
+              paper="model.layers.16 (Table 3)",
+              statistic=f"the layer chosen on the training halves; eNTK among model.layers.{layers}, PCA among every block")
+claims.report("contexts_kept", {"kept": N, "tried": sum(sel.tried.values()), "short": short}, paper="1024 (128 per class)",
+              statistic=f"contexts whose predicted word has the true UPOS ({context_tokens}-token contexts); classes "
+                        f"short of {n_per_class}")
+claims.report("lanczos_seconds", {"cache (all layers)": round(spec.cache_seconds, 1)}
+              | {s.module: round(s.seconds, 1) for s in spec.layers.values()},
+              paper="~480 (A100, model.layers.16, N = 1024)",
+              statistic=f"shared cache, then top-{top_k} Lanczos per layer on {lm.device}")
 claims.write()
 claims.table()
 

@@ -88,6 +88,63 @@ def test_ablations_decompose_about_the_mean():
     torch.testing.assert_close(keep, mean[:, None] + (h - mean[:, None]) @ proj)
 
 
+def _linear_ablation_setup(M=3, N=400, D=10, V=7, seed=0, mean_zero=False, bias=True):
+    """Random float64 activations with a planted low-rank signal, a core of them, and a linear readout."""
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(M, N, D, generator=gen, dtype=torch.float64) * torch.linspace(3, 0.1, D, dtype=torch.float64)
+    h = h + torch.randn(M, 1, D, generator=gen, dtype=torch.float64)
+    W = torch.randn(M, D, V, generator=gen, dtype=torch.float64)
+    b = torch.randn(M, V, generator=gen, dtype=torch.float64) if bias else None
+    targets = (h @ W + (0 if b is None else b[:, None])).argmax(-1)[0]
+    targets[: N // 5] = torch.randint(0, V, (N // 5,), generator=gen)        # some examples the readout gets wrong
+    core = ace.extract(h, W @ W.transpose(1, 2))
+    if mean_zero:
+        core = ace.Core(basis=core.basis, sigma=core.sigma, mean=torch.zeros_like(core.mean))
+    return core, h, W, b, targets
+
+
+@pytest.mark.parametrize("mean_zero, bias", [(False, True), (True, True), (False, False)])
+def test_linear_ablation_curves_are_the_per_rank_ablations(mean_zero, bias):
+    core, h, W, b, targets = _linear_ablation_setup(mean_zero=mean_zero, bias=bias)
+
+    def accuracy(x):
+        return ((x @ W + (0 if b is None else b[:, None])).argmax(-1) == targets).float().mean(-1)
+
+    ranks = list(range(11))
+    keep, rem = ace.linear_ablation_curves(core, h, W, b, targets, ranks)
+    ref_keep, ref_rem = ace.ablation_curves(core, h, accuracy, ranks)       # the per-rank projections
+    assert torch.equal(keep, ref_keep) and torch.equal(rem, ref_rem)
+    assert keep.shape == (3, 11) and len(set(keep[0].tolist())) > 3         # the curves move with the rank
+    shuffled = [7, 0, 3, 10, 3]                                             # any order, repeats allowed
+    k2, r2 = ace.linear_ablation_curves(core, h, W, b, targets, shuffled)
+    assert torch.equal(k2, keep[:, shuffled]) and torch.equal(r2, rem[:, shuffled])
+
+
+def test_ablation_curves_keep_a_nonlinear_readout_exact():
+    core, h, W, _, targets = _linear_ablation_setup(bias=False)
+
+    def accuracy(x):                                                       # not affine: the scan does not apply
+        return (torch.tanh(x @ W).square().argmax(-1) == targets).float().mean(-1)
+
+    keep, rem = ace.ablation_curves(core, h, accuracy, [0, 4, 10])
+    for j, r in enumerate([0, 4, 10]):
+        q = core.basis[..., :r]
+        proj = q @ q.transpose(1, 2)
+        centred = h - core.mean[:, None]
+        torch.testing.assert_close(keep[:, j], accuracy(core.mean[:, None] + centred @ proj), rtol=0, atol=0)
+        torch.testing.assert_close(rem[:, j], accuracy(h - centred @ proj), rtol=0, atol=0)
+
+
+def test_linear_ablation_curves_reject_bad_shapes_and_ranks():
+    core, h, W, b, targets = _linear_ablation_setup(M=2, N=20)
+    with pytest.raises(ValueError, match=r"weight \(M, D, V\)"):
+        ace.linear_ablation_curves(core, h, W[:, :3], b, targets, [0, 1])
+    with pytest.raises(ValueError, match="targets must be"):
+        ace.linear_ablation_curves(core, h, W, b, targets[:5], [0, 1])
+    with pytest.raises(ValueError, match="ranks must be a non-empty list of ranks in 0..10"):
+        ace.linear_ablation_curves(core, h, W, b, targets, [0, 11])
+
+
 def test_rank_rules_pick_first_qualifying_rank():
     ranks = [0, 1, 2, 3]
     keep = torch.tensor([[0.2, 0.5, 0.9, 0.9995], [0.2, 0.2, 0.2, 0.2]])

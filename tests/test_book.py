@@ -19,13 +19,14 @@ from browser import CHROMIUM, MISSING, chromium, serve
 from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
 from corekit.book import notebooks
+from corekit.claims import NO_NULL, VERDICTS
 
 pytestmark = pytest.mark.book
 
 CHAPTER = "01_markov_cores"  # the chapter checked in depth and opened in a browser
 EXECUTE_TIMEOUT_S = 3600
 BUILD_TIMEOUT_S = 1800
-CLAIM_KEYS = {"id", "paper", "measured", "target", "pass"}
+CLAIM_KEYS = {"id", "paper", "measured", "target", "verdict", "pass"}
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +116,11 @@ def test_every_notebook_executes_and_writes_its_metrics(book_root, executed):
         assert metrics["claims"], f"{name} records no claims"
         for claim in metrics["claims"]:
             assert CLAIM_KEYS <= set(claim), f"{name}: claim {claim.get('id')} lacks {CLAIM_KEYS - set(claim)}"
-            assert claim["pass"] in (True, False, None)
+            assert claim["verdict"] in VERDICTS
+            if claim["verdict"] != "reported":
+                assert claim.get("null") or claim.get("no_null") in NO_NULL, f"{name}: {claim['id']} has no null"
+            if claim["verdict"] not in ("pass", "reported"):
+                assert len(claim.get("reason", "").split()) >= 5, f"{name}: {claim['id']} gives no reason in words"
 
 
 def test_book_reuses_the_executed_notebooks(book, book_root):

@@ -5,47 +5,146 @@ import numpy as np
 import pytest
 import torch
 
-from corekit.claims import Claims
+from corekit.claims import (
+    NO_NULL,
+    Claims,
+    Null,
+    at_least,
+    at_most,
+    between,
+    equal_to,
+    holds,
+    interval_above,
+    interval_below,
+    interval_contains,
+    verdict,
+    verdict_of,
+)
 
 
 def test_metrics_file_schema_and_values(tmp_path):
     claims = Claims("nb", parameters={"seeds": [0, 1], "T": np.eye(2), "output_dir": str(tmp_path)})
-    claims.add("good", np.float32(0.995), paper=0.99, target="≥ 0.99", passed=True)
-    claims.add("bad", torch.tensor([1, 2]), paper=3, target="= 3", passed=np.bool_(False))
-    claims.add("info", 0.5 + 0.25j, target="reported")
+    claims.check("good", np.float32(0.995), at_least(0.99), statistic="accuracy", paper=0.99,
+                 null=Null("untrained model", 0.25))
+    claims.check("bad", torch.tensor(2), equal_to(3), statistic="rank", paper=3, no_null="numerical check")
+    claims.report("info", 0.5 + 0.25j, statistic="a complex number")
     path = claims.write()
     assert path == tmp_path / "nb.metrics.json"
     data = json.loads(path.read_text())
     assert set(data) == {"notebook", "parameters", "runtime_s", "threads", "claims", "environment"}
     assert data["threads"] == torch.get_num_threads()
     assert data["parameters"] == {"seeds": [0, 1], "T": [[1.0, 0.0], [0.0, 1.0]]}
+    assert [c["verdict"] for c in data["claims"]] == ["pass", "fail", "reported"]
     assert [c["pass"] for c in data["claims"]] == [True, False, None]
-    assert data["claims"][1]["measured"] == [1, 2]
+    assert data["claims"][0]["null"] == [{"what": "untrained model", "value": 0.25, "passes": False}]
+    assert data["claims"][0]["target"] == "accuracy ≥ 0.99"
+    assert data["claims"][1]["no_null"] == "numerical check"
+    assert data["claims"][1]["reason"] == "Fails: measured 2 does not satisfy = 3."
     assert data["claims"][2]["measured"] == [0.5, 0.25]
-    assert all(set(c) == {"id", "paper", "measured", "target", "pass"} for c in data["claims"])
+    assert set(data["claims"][2]) == {"id", "paper", "measured", "target", "verdict", "pass"}
 
 
-def test_why_is_kept_for_a_failing_claim_only_and_shown(tmp_path):
+@pytest.mark.parametrize("value, bound, nulls, undecided, expected", [
+    (0.95, at_least(0.9), [Null("random subspace", 0.1)], None, "pass"),
+    (0.95, at_least(0.9), [Null("random subspace", 0.1), Null("model at initialisation", 0.93)], None,
+     "uninformative"),
+    (0.85, at_least(0.9), [Null("random subspace", 0.1)], None, "fail"),
+    (0.85, at_least(0.9), [Null("random subspace", 0.95)], None, "fail"),            # a fail stays a fail
+    (0.95, at_least(0.9), [Null("random subspace", 0.1)], "the fit rank is within 2 of p − 1", "undecided"),
+    (0.03, at_most(0.05), [Null("a model against itself", 1.0)], None, "pass"),     # closeness to chance
+    (0.03, at_most(0.05), [Null("an untrained pair", 0.04)], None, "uninformative"),
+    (3, equal_to(3), [Null("untrained models", {"0": 3, "1": 2})], None, "uninformative"),  # one null case passes
+    (3, equal_to(3), [Null("untrained models", {"0": 2, "1": 2})], None, "pass"),
+    (1.2, between(0.8, 1.25), [Null("ω = 0 branch", 2.0)], None, "pass"),
+    (float("nan"), at_least(0.0), [Null("x", -1.0)], None, "fail"),                 # a number that is not one fails
+    (True, holds(), [Null("shuffled labels", False)], None, "pass"),
+])
+def test_verdict_logic_on_hand_made_cases(value, bound, nulls, undecided, expected):
+    result, reason, _ = verdict(value, bound, nulls=tuple(nulls), undecided=undecided)
+    assert result == expected
+    assert (reason is None) == (expected == "pass")
+
+
+def test_interval_bounds_test_the_interval_not_the_point():
+    assert verdict(-0.935, interval_contains(-1.02), interval=(-0.989, -0.864))[0] == "fail"
+    assert verdict(-0.98, interval_contains(-1.02), interval=(-1.05, -0.91))[0] == "pass"
+    assert verdict(0.05, interval_above(0.0), interval=(0.037, 0.067),
+                   nulls=(Null("PCA against itself", 0.0, interval=(-0.01, 0.01)),))[0] == "pass"
+    assert verdict(0.05, interval_above(0.0), interval=(-0.01, 0.067))[0] == "fail"
+    with pytest.raises(ValueError, match="interval"):
+        interval_below(0.0).test(0.1)
+
+
+def test_a_claim_over_models_holds_for_every_model_and_reports_k_of_n_with_a_wilson_interval():
+    from scipy.stats import binomtest
+
     claims = Claims("nb", parameters={})
-    claims.add("fails", 1.0, target="= 2", passed=False, why="the fit rank reached p - 1")
-    claims.add("passes", 2.0, target="= 2", passed=True, why="not a failure")
-    claims.add("reported", 3.0, target="reported", why="not tested")
-    records = json.loads(claims.write(tmp_path / "m.json").read_text())["claims"]
-    assert [r.get("why") for r in records] == ["the fit rank reached p - 1", None, None]
-    assert "why it fails: the fit rank reached p - 1" in claims.table()._repr_html_()
-    assert "(why it fails: the fit rank reached p - 1) | FAIL |" in claims.table()._repr_markdown_()
-    with pytest.raises(ValueError, match="why for claim 'empty'"):
-        claims.add("empty", 0.0, target="= 1", passed=False, why=" ")
+    rec = claims.check("per_seed", {"0": 0.99, "1": 0.95, "2": 0.7}, at_least(0.9), statistic="alignment",
+                       covers="every seed the profile trains", null=Null("models at initialisation",
+                                                                         {"0": 0.2, "1": 0.3, "2": 0.1}))
+    assert rec.verdict == "fail"
+    assert rec.models["k"] == 2 and rec.models["n"] == 3 and rec.models["failing"] == ["2"]
+    ci = binomtest(2, 3).proportion_ci(confidence_level=0.95, method="wilson")
+    np.testing.assert_allclose(rec.models["wilson95"], [ci.low, ci.high], atol=1e-4)
+    assert "2 of 3 models satisfy ≥ 0.9; not 2 (0.7)" in rec.reason
+    assert rec.target == "alignment ≥ 0.9, for every one of every seed the profile trains (only 3 models)"
+    ok = claims.check("all_seeds", {s: 0.95 for s in range(6)}, at_least(0.9), statistic="alignment",
+                      covers="every seed", null=Null("random", 0.1))
+    assert ok.verdict == "pass" and "only" not in ok.target and ok.models["k"] == 6
+    with pytest.raises(ValueError, match="covers"):
+        claims.check("no_cover", {"0": 1.0}, at_least(0.9), statistic="x", null=Null("random", 0.1))
 
 
-def test_table_shows_failures_and_rejects_duplicate_ids():
+def test_every_tested_claim_needs_a_null_or_a_reason_from_the_fixed_list():
     claims = Claims("nb", parameters={})
-    claims.add("x", 1.0, target="= 2", passed=False, paper=2)
+    with pytest.raises(ValueError, match="has no null"):
+        claims.check("bare", 1.0, at_least(0.5), statistic="x")
+    with pytest.raises(ValueError, match="has no null"):
+        claims.check("free_text", 1.0, at_least(0.5), statistic="x", no_null="I did not have time")
+    with pytest.raises(ValueError, match="not both"):
+        claims.check("both", 1.0, at_least(0.5), statistic="x", null=Null("r", 0.0), no_null="provenance")
+    with pytest.raises(ValueError, match="statistic"):
+        claims.check("what", 1.0, at_least(0.5), statistic=" ", no_null="provenance")
+    assert claims.check("residual", 1e-6, at_most(1e-3), statistic="residual",
+                        no_null="numerical check").verdict == "pass"
+    assert set(NO_NULL) == {"numerical check", "provenance"}
+
+
+def test_every_verdict_but_pass_has_a_reason_that_states_the_value_and_the_bound():
+    claims = Claims("nb", parameters={})
+    claims.check("fails", 1.0, equal_to(2), statistic="rank", no_null="numerical check", why="the fit rank reached p − 1")
+    claims.check("passes", 2.0, equal_to(2), statistic="rank", null=Null("untrained", 5), why="not shown")
+    claims.check("weak", 2.0, equal_to(2), statistic="rank", null=Null("untrained", 2))
+    claims.check("open", 2.0, equal_to(2), statistic="rank", null=Null("untrained", 5),
+                 undecided="p = 31 leaves no room below p − 1; the paper profile decides it (≈ 8 h here)")
+    records = {r["id"]: r for r in claims.as_dict()["claims"]}
+    assert records["fails"]["reason"] == "Fails: measured 1 does not satisfy = 2. The fit rank reached p − 1."
+    assert "reason" not in records["passes"]
+    assert records["weak"]["reason"].startswith("Uninformative: measured 2 satisfies = 2, but so does the null "
+                                                "(untrained gives 2)")
+    assert records["open"]["reason"].startswith("Undecided: p = 31 leaves no room below p − 1")
+    assert "measured 2 satisfies = 2" in records["open"]["reason"]
     html = claims.table()._repr_html_()
-    assert "FAIL" in html and "corekit-claims" in html
-    assert "| `x` | 2 | 1 | = 2 | FAIL |" in claims.table()._repr_markdown_()
+    assert "Fails: measured 1" in html and "corekit-uninformative" in html and "undecided" in html
+    with pytest.raises(ValueError, match="why for claim 'empty'"):
+        claims.check("empty", 0.0, equal_to(1), statistic="x", no_null="provenance", why=" ")
+
+
+def test_table_shows_nulls_escapes_pipes_and_rejects_duplicate_ids():
+    claims = Claims("nb", parameters={})
+    claims.check("x", 1.0, equal_to(2), statistic="a | b", paper=2, null=Null("random", 0.0))
+    md = claims.table()._repr_markdown_()
+    assert md.splitlines()[0] == "| claim | paper | measured | null | target | verdict |"
+    assert "| `x` | 2 | 1 | random: 0 | a \\| b = 2 (Fails: measured 1 does not satisfy = 2.) | FAIL |" in md
+    html = claims.table()._repr_html_()
+    assert "FAIL" in html and "corekit-claims" in html and "random: 0" in html
     with pytest.raises(ValueError, match="twice"):
-        claims.add("x", 2.0, target="= 2")
+        claims.report("x", 2.0, statistic="again")
+
+
+def test_old_metrics_files_read_with_their_pass_field():
+    assert [verdict_of({"pass": v}) for v in (True, False, None)] == ["pass", "fail", "reported"]
+    assert verdict_of({"pass": None, "verdict": "uninformative"}) == "uninformative"
 
 
 NOTEBOOK_WITH_PARAMETERS = """\
@@ -81,17 +180,18 @@ def test_claims_capture_the_parameters_cell_from_the_callers_globals(tmp_path, m
 def test_authors_values_get_their_own_column(tmp_path):
     from corekit.book.publish import claims_table
     claims = Claims("nb", parameters={})
-    claims.add("plain", 1.0, target="reported")
+    claims.report("plain", 1.0, statistic="a figure")
     assert "authors" not in claims.table()._repr_markdown_()
-    claims.add("shared", 0.97, target="≥ 0.9", passed=True, paper=0.99, authors=0.981)
+    claims.check("shared", 0.97, at_least(0.9), statistic="alignment", paper=0.99, authors=0.981,
+                 null=Null("random", 0.1))
     md = claims.table()._repr_markdown_()
-    assert md.splitlines()[0] == "| claim | paper | measured | authors' code | target | verdict |"
-    assert "| `shared` | 0.99 | 0.97 | 0.981 | ≥ 0.9 | pass |" in md
-    assert "<th>authors' code</th>" in claims.table()._repr_html_()
+    assert md.splitlines()[0] == "| claim | paper | measured | authors' code | null | target | verdict |"
+    assert "| `shared` | 0.99 | 0.97 | 0.981 | random: 0.1 | alignment ≥ 0.9 | pass |" in md
+    assert "<th>authors’ code</th>" in claims.table()._repr_html_()
     record = claims.as_dict()["claims"]
     assert "authors" not in record[0] and record[1]["authors"] == 0.981
     rows = claims_table({"claims": record}, "published (paper)", None)
-    assert rows[0] == "| claim | paper | published (paper) | authors' code | target | verdict |"
+    assert rows[0] == "| claim | paper | published (paper) | authors' code | null | target | verdict |"
     assert "0.981" in rows[3] and rows[2].count("|") == rows[3].count("|")
 
 
@@ -103,8 +203,8 @@ def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     folder.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Demo")]), folder / "02_demo.ipynb")
     claims = Claims("02_demo", parameters={"p": 31})
-    claims.add("r2_authors", 0.95, target="≥ 0.9", passed=True)
-    claims.add("own", 1.0, target="reported")
+    claims.check("r2_authors", 0.95, at_least(0.9), statistic="R²", null=Null("untrained", 0.2))
+    claims.report("own", 1.0, statistic="a figure")
     (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
     run = Run("02_demo", folder / "02_demo.ipynb", folder / "metrics.json", folder / "figures", True)
     oracle_dir = tmp_path / "results" / "oracle"
@@ -112,10 +212,39 @@ def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     oracle_dir.mkdir()
     (oracle_dir / "02.json").write_text(json.dumps({"p": 31, "seeds": [0], "claims": {"r2_authors": 0.949}}))
     page = results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
-    assert "| claim | paper | ours (cpu) | authors' code | target | verdict |" in page
+    assert "| claim | paper | ours (cpu) | authors' code | null | target | verdict |" in page
     assert "0.949" in page and "results/oracle/02.json" in page
     (oracle_dir / "02.json").write_text(json.dumps({"p": 53, "seeds": [0], "claims": {"r2_authors": 0.949}}))
     assert "0.949" not in results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)         # another modulus: not shown
+
+
+def test_an_authors_record_on_other_checkpoints_is_marked_stale(tmp_path):
+    import hashlib
+
+    import nbformat
+
+    from corekit.book.publish import Run, results_page
+    folder = tmp_path / "results" / "02_demo"
+    folder.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Demo")]), folder / "02_demo.ipynb")
+    checkpoints = tmp_path / "ckpt.pt"
+    checkpoints.write_bytes(b"weights of this run")
+    claims = Claims("02_demo", parameters={"p": 31})
+    sha = claims.record_export("checkpoints", checkpoints)
+    assert sha == hashlib.sha256(b"weights of this run").hexdigest()
+    claims.check("r2_authors", 0.95, at_least(0.9), statistic="R²", null=Null("untrained", 0.2))
+    metrics = {**claims.as_dict(), "profile": "cpu"}
+    assert metrics["exports"] == {"checkpoints": {"file": "ckpt.pt", "sha256": sha}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    run = Run("02_demo", folder / "02_demo.ipynb", folder / "metrics.json", folder / "figures", True)
+    oracle_dir = tmp_path / "results" / "oracle"
+    oracle_dir.mkdir()
+    record = {"p": 31, "seeds": [0], "checkpoints": "ckpt.pt", "claims": {"r2_authors": 0.949}}
+    for made_on, stale in ((sha, False), ("0" * 64, True), (None, True)):
+        (oracle_dir / "02.json").write_text(json.dumps({**record, "weights_sha256": made_on}))
+        page = results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
+        assert ("0.949 (stale)" in page) == stale and ("**stale**" in page) == stale
+        assert "0.949" in page
 
 
 def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, monkeypatch):
@@ -131,34 +260,58 @@ def test_claims_refuse_a_value_the_parameters_cell_does_not_accept(tmp_path, mon
     assert Claims("99_demo", namespace={"scale": 0.5, "names": []}).parameters == {"scale": 0.5, "names": []}
 
 
-def test_results_page_counts_each_chapter_and_keeps_targets_and_reasons_whole(tmp_path):
+def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tmp_path):
     import nbformat
 
     from corekit.book.publish import Run, front_tally, results_page, verdict_line
-    runs, long_target = {}, "a target that is much longer than any shortened value cell would keep, " * 3
-    for name, verdicts in (("01_all", [True, True]), ("02_some", [True, False, None]), ("03_none", [False, False])):
+    runs, long_statistic = {}, "a statistic that is much longer than any shortened value cell would keep, " * 3
+    cases = {"pass": (1.0, Null("random", 0.0), None), "fail": (0.0, Null("random", 0.0), None),
+             "uninformative": (1.0, Null("random", 1.0), None), "undecided": (1.0, Null("random", 0.0), "too small")}
+    for name, verdicts in (("01_all", ["pass", "pass"]), ("02_some", ["pass", "fail", None, "uninformative"]),
+                           ("03_none", ["fail", "undecided"])):
         folder = tmp_path / name
         folder.mkdir()
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {name}")]),
                        folder / f"{name}.ipynb")
         claims = Claims(name, parameters={})
-        for i, passed in enumerate(verdicts):
-            claims.add(f"c{i}", i, target=long_target, passed=passed, why="the fit rank reached p − 1")
+        for i, v in enumerate(verdicts):
+            if v is None:
+                claims.report(f"c{i}", i, statistic=long_statistic)
+                continue
+            value, null, undecided = cases[v]
+            claims.check(f"c{i}", value, at_least(0.5), statistic=long_statistic, null=null, undecided=undecided,
+                         why="the fit rank reached p − 1")
         (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
         runs[name] = Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", True)
     page = results_page(runs, {}, {})
-    assert "3 of 6 tested claims reproduce on the published runs (3 fail; 1 more figures" in page
+    assert ("3 of 7 tested claims reproduce on the published runs (2 fail, 1 uninformative, 1 undecided; "
+            "1 more figures") in page
     assert "hypotheses of this book" not in page
     own = Run("08_two_lenses", runs["02_some"].ipynb, runs["02_some"].metrics_path, runs["02_some"].figures, True)
     mixed = front_tally({"01_all": runs["01_all"], "03_none": runs["03_none"], "08_two_lenses": own})
-    assert mixed.startswith("2 of 4 tested claims reproduce on the published runs (2 fail; 0 more figures")
-    assert mixed.endswith("Apart from them, chapter 08 tests hypotheses of this book, not of a paper: 1 of 2 hold.")
+    assert mixed.startswith("2 of 4 tested claims reproduce on the published runs (1 fail, 0 uninformative, "
+                            "1 undecided; 0 more figures")
+    assert mixed.endswith("Apart from them, chapter 08 tests hypotheses of this book, not of a paper: 1 of 3 hold.")
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
-    assert [r.split(" | ")[4:7] for r in rows] == [["2", "0", "0"], ["1", "1", "1"], ["0", "2", "0"]]
-    assert verdict_line(runs["01_all"].metrics) == "reproduces"
-    assert verdict_line(runs["02_some"].metrics) == "reproduces except `c1`"
-    assert verdict_line(runs["03_none"].metrics) == "does not reproduce: `c0`, `c1`"
-    mostly = {"claims": [{"id": "a", "pass": True}, {"id": "b", "pass": False}, {"id": "c", "pass": False}]}
-    assert verdict_line(mostly) == "mostly does not reproduce (1 of 3 pass): `b`, `c`"
-    assert page.count(long_target.strip()) == 7 and "…" not in page
-    assert page.count("*Why it fails:* the fit rank reached p − 1") == 3
+    assert [r.split(" | ")[4:9] for r in rows] == [["2", "0", "0", "0", "0"], ["1", "1", "1", "0", "1"],
+                                                   ["0", "0", "1", "1", "0"]]
+    assert verdict_line(runs["01_all"].metrics) == "all 2 tested claims pass"
+    assert verdict_line(runs["02_some"].metrics) == "1 of 3 tested claims pass; 1 fail (`c1`); 1 uninformative (`c3`)"
+    assert verdict_line(runs["03_none"].metrics) == "0 of 2 tested claims pass; 1 fail (`c0`); 1 undecided (`c1`)"
+    assert page.count(long_statistic.strip()) == 8 and "…" not in page
+    assert page.count("The fit rank reached p − 1.") == 4
+
+
+def test_a_chapter_opens_with_its_verdict_counts_and_the_reasons_of_every_claim_that_does_not_pass():
+    from corekit.book.publish import verdict_box
+    claims = Claims("nb", parameters={})
+    claims.check("ok", 1.0, at_least(0.5), statistic="x", null=Null("random", 0.0))
+    claims.check("weak", 1.0, at_least(0.5), statistic="y", null=Null("untrained", 0.9))
+    claims.check("bad", 0.1, at_least(0.5), statistic="z", null=Null("random", 0.0))
+    claims.report("fig", 3, statistic="a figure")
+    box = verdict_box(claims.as_dict())
+    assert box.startswith("::::{admonition} Verdict of this run") and box.endswith("::::")
+    assert "Counts: 1 pass, 1 uninformative, 1 fail, 1 reported" in box
+    assert "- `weak` (uninformative): Uninformative: measured 1 satisfies ≥ 0.5, but so does the null" in box
+    assert "- `bad` (FAIL): Fails: measured 0.1 does not satisfy ≥ 0.5." in box
+    assert "`ok`" not in box and "`fig`" not in box

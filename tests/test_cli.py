@@ -242,7 +242,7 @@ def test_staged_notebooks_show_no_run_folder(tmp_path):
     plain = nbformat.v4.new_code_cell('output_dir = "kept: not papermill\'s"')
     nb.cells = [injected, plain]
     nbformat.write(nb, tmp_path / "run.ipynb")
-    site.stage_notebook(tmp_path / "run.ipynb", tmp_path / "staged.ipynb")
+    site.stage_notebook(tmp_path / "run.ipynb", tmp_path / "staged.ipynb", tmp_path)
     staged = nbformat.read(tmp_path / "staged.ipynb", as_version=4)
     assert staged.cells[0].source == "# Parameters\nseed = 3"
     assert staged.cells[1].source == plain.source

@@ -52,7 +52,7 @@ for k in range(figures):
     plt.close(fig)
 print("sleeping", flush=True)
 time.sleep(sleep_s)
-claims.add("figures", figures, target="reported")
+claims.report("figures", figures, statistic="the number of figures")
 claims.write()
 '''.format(name=NAME)
 

@@ -222,6 +222,58 @@ def test_lanczos_matches_dense_eigh_eigenvalues_and_subspaces():
     torch.testing.assert_close(dense.values, ref_w[:k])
 
 
+def _blocks(values, rtol=1e-9):
+    """Return [(start, stop)] of the runs of equal (to ``rtol`` of the largest) values in a descending (n,) array."""
+    out, start = [], 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i - 1] - values[i] > rtol * abs(values[0]):
+            out.append((start, i))
+            start = i
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 10, 64, 120])
+def test_dense_top_eigenpairs_match_numpy_eigh_with_degenerate_blocks(k):
+    """Values within 1e-12·λ_1 of ``numpy.linalg.eigh``'s; the span of every whole degenerate block within 1e-9
+    (projector distance), not its vectors; float32 and float64 input."""
+    import numpy as np
+
+    pairs = (40.0 / torch.arange(1.0, 31.0)).repeat_interleave(2)          # cos/sin-like pairs, as in Z_p features
+    values = torch.cat([torch.tensor([50.0]), pairs, torch.full((3,), 0.9), torch.linspace(0.8, 0.1, 40),
+                        torch.full((16,), 0.01)])                           # a triple, singles, a block of 16
+    n = len(values)
+    K = _psd_with_spectrum(values, seed=3)
+    ref_w, ref_V = np.linalg.eigh(K.numpy())
+    ref_w, ref_V = ref_w[::-1], ref_V[:, ::-1]
+    whole = [(a, b) for a, b in _blocks(ref_w) if b <= k]
+    assert [b - a for a, b in whole][:3] == [1, 2, 2][:k] and (k < n or len(whole) == 1 + 30 + 1 + 40 + 1)
+    for dtype in (torch.float64, torch.float32):
+        eig = entk.dense_eigenpairs(K.to(dtype), k)
+        assert eig.values.dtype == torch.float64 and eig.vectors.shape == (n, k) and eig.method == "dense"
+        Kd = K.to(dtype).double()
+        w_ref = ref_w if dtype == torch.float64 else np.linalg.eigvalsh(((Kd + Kd.T) / 2).numpy())[::-1]
+        np.testing.assert_allclose(eig.values.numpy(), w_ref[:k], rtol=0, atol=1e-12 * w_ref[0])
+        torch.testing.assert_close(eig.vectors.T @ eig.vectors, torch.eye(k), rtol=0, atol=1e-12)
+        torch.testing.assert_close(eig.residuals, (Kd @ eig.vectors - eig.vectors * eig.values).norm(dim=0),
+                                   rtol=1e-6, atol=1e-13)
+        assert float(eig.residuals.max()) <= 1e-12 * w_ref[0]
+        if dtype == torch.float64:
+            for a, b in whole:
+                P = eig.vectors[:, a:b] @ eig.vectors[:, a:b].T
+                R = torch.from_numpy(ref_V[:, a:b].copy())
+                assert float(torch.linalg.matrix_norm(P - R @ R.T, ord=2)) <= 1e-9
+
+
+def test_dense_eigenpairs_of_the_whole_spectrum_and_bad_input():
+    K = _psd_with_spectrum(torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0]))
+    eig = entk.dense_eigenpairs(K, 5)
+    torch.testing.assert_close(eig.values, torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0]), rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match="k must be in 1..5"):
+        entk.dense_eigenpairs(K, 6)
+    with pytest.raises(ValueError, match="K must be a square matrix"):
+        entk.dense_eigenpairs(K[:3], 2)
+
+
 def test_lanczos_recovers_degenerate_cos_sin_pairs():
     # a symmetric circulant on Z_n: eigenvalue pairs with cos / sin eigenvectors, like Fourier features
     n = 64

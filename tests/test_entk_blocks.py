@@ -89,3 +89,18 @@ def test_measure_finds_keys_and_shortens_names():
     assert set(result.table()) == {"W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "W_U"}
     assert result.keys == [1, 2]
     assert all(0.0 <= v <= 1.0 + 1e-9 for row in result.table().values() for vs in row.values() for v in vs)
+
+
+def test_group_eigenpairs_on_a_saved_state_match_the_summed_dense_reference():
+    """A group's kernel on a saved state (another model's parameters) is the sum of that model's dense kernels."""
+    torch.manual_seed(0)
+    model = BatchedTransformer(CFG, seeds=[3]).double()
+    other = BatchedTransformer(CFG, seeds=[5]).double()
+    tokens = modular_addition(P, 0.5, 0).tokens()
+    names = ["0.W_Q", "0.W_K", "0.W_V", "0.W_O"]
+    eig = entk_blocks.group_eigenpairs(model, 0, tokens, 6, {"attention": names}, state=other.state_dict())
+    K = sum(_reference_kernel(other, name, tokens) for name in names)
+    np.testing.assert_allclose(eig["attention"].values.numpy(), np.linalg.eigvalsh(K)[::-1][:6], rtol=1e-8,
+                               atol=1e-10 * np.abs(K).max())
+    own = entk_blocks.group_eigenpairs(model, 0, tokens, 6, {"attention": names})
+    assert not np.allclose(own["attention"].values.numpy(), eig["attention"].values.numpy())

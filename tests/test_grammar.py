@@ -161,6 +161,65 @@ def test_weighted_auroc_matches_sklearn_on_repeated_examples():
     assert np.isnan(probes.weighted_auroc(s, y, W)[0])
 
 
+def test_weighted_average_precision_matches_sklearn_on_repeated_examples():
+    from sklearn.metrics import average_precision_score
+    rng = np.random.default_rng(2)
+    n = 60
+    y = rng.random(n) < 0.4
+    for s in (rng.normal(size=n) + y, np.round(rng.normal(size=n) + y, 1)):     # without and with ties
+        W = rng.integers(0, 4, size=(5, n))
+        got = probes.weighted_average_precision(s, y, W)
+        for b in range(5):
+            idx = np.repeat(np.arange(n), W[b])
+            assert got[b] == pytest.approx(average_precision_score(y[idx], s[idx]), abs=1e-12)
+    W = np.zeros((1, n))
+    W[0, ~y] = 1
+    assert np.isnan(probes.weighted_average_precision(s, y, W)[0])
+
+
+def test_bootstrap_macro_and_the_ap_difference_against_explicit_resamples():
+    from sklearn.metrics import average_precision_score, roc_auc_score
+    rng = np.random.default_rng(3)
+    N = 120
+    Y = np.stack([(rng.random(N) < 0.5), (rng.random(N) < 0.3)]).astype(int)
+    S = np.stack([rng.normal(size=N) + Y[0], rng.normal(size=N) + Y[1], rng.normal(size=N)])
+    splits = [probes.stratified_split(Y[0], seed=s) for s in (0, 1)]
+    a = probes.evaluate_splits(S, Y, ["y0", "y1"], splits)
+    b = probes.evaluate_splits(S[::-1].copy(), Y, ["y0", "y1"], splits)
+    W = probes.bootstrap_weights(np.zeros(N), 200, seed=0)
+    point, (lo, hi) = probes.bootstrap_macro(a, Y, W, level=0.9)
+    reps = []
+    for w in W:
+        vals = []
+        for (_, test), sa in zip(splits, a.test_scores):
+            idx = np.repeat(np.arange(len(test)), w[test])
+            vals += [roc_auc_score(Y[i, test][idx], sa[i][idx]) for i in range(2)]
+        reps.append(np.mean(vals))
+    assert point == pytest.approx(a.auroc().mean())
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(reps, [5, 95])), abs=1e-12)
+    diff = probes.paired_bootstrap(a, b, Y, W, metric="ap")
+    reps = []
+    for w in W:
+        vals = []
+        for (_, test), sa, sb in zip(splits, a.test_scores, b.test_scores):
+            idx = np.repeat(np.arange(len(test)), w[test])
+            vals += [average_precision_score(Y[i, test][idx], sa[i][idx])
+                     - average_precision_score(Y[i, test][idx], sb[i][idx]) for i in range(2)]
+        reps.append(np.mean(vals))
+    assert diff.macro == pytest.approx((a.ap() - b.ap()).mean())
+    assert diff.macro_interval == pytest.approx(tuple(np.percentile(reps, [2.5, 97.5])), abs=1e-12)
+
+
+def test_random_scores_project_on_unit_directions():
+    rng = np.random.default_rng(4)
+    h = torch.as_tensor(rng.normal(size=(50, 6)) + 3.0)
+    scores = probes.random_scores(h, 4, seed=1)
+    hc = (h - h.mean(0)).numpy()
+    R, *_ = np.linalg.lstsq(hc, scores.numpy().T, rcond=None)              # recover the directions (6, 4)
+    assert np.linalg.norm(R, axis=0) == pytest.approx(np.ones(4), abs=1e-9)
+    assert torch.equal(probes.random_scores(h, 4, seed=1), scores)
+
+
 def test_bootstrap_weights_resample_within_classes():
     classes = np.array(["A"] * 7 + ["B"] * 3 + ["C"] * 5)
     W = probes.bootstrap_weights(classes, 200, seed=1)

@@ -42,6 +42,28 @@ def test_train_mse_follows_torch_adamw_on_a_lone_model():
     assert sorted(history.snapshots) == [0, 3]
 
 
+@pytest.mark.parametrize("steps, eval_every", [(7, 1), (9, 4), (0, 1)])
+def test_train_mse_curves_are_evaluations_of_the_saved_parameters(steps, eval_every):
+    """Training metrics come from the next epoch's forward pass: the same numbers as evaluating each snapshot."""
+    task = modular_addition(7, 0.5, seed=0)
+    x, y = task.one_hot(), task.labels
+    model = BatchedQuadraticMLP(14, 16, 7, seeds=[0, 3])
+    evaluated = sorted({0, steps, *range(eval_every, steps + 1, eval_every)})
+    history = train_mse(model, x[task.train_idx], y[task.train_idx], x[task.test_idx], y[task.test_idx], steps=steps,
+                        lr=0.01, weight_decay=[0.1, 1.0], eval_every=eval_every, snapshot_steps=evaluated,
+                        progress=False)
+    assert history.steps == evaluated
+    for i, step in enumerate(history.steps):
+        lone = BatchedQuadraticMLP(14, 16, 7, seeds=[0, 3])
+        lone.load_state_dict(history.snapshots[step])
+        with torch.no_grad():
+            for split, idx in (("train", task.train_idx), ("test", task.test_idx)):
+                out = lone(x[idx])
+                target = torch.nn.functional.one_hot(y[idx], 7).float()
+                assert getattr(history, f"{split}_loss")[i] == (out - target).square().mean(dim=(1, 2)).tolist()
+                assert getattr(history, f"{split}_acc")[i] == (out.argmax(-1) == y[idx]).float().mean(-1).tolist()
+
+
 def test_train_mse_rejects_mismatched_inputs():
     model = BatchedQuadraticMLP(4, 3, 2, seeds=[0])
     with pytest.raises(ValueError, match="x must be"):
@@ -88,3 +110,13 @@ def test_grid_spacing_is_the_larger_neighbouring_gap():
     assert grid_spacing(steps, 38) == 40                                    # nearest 40: gaps 20 and 40
     assert grid_spacing(steps, 0) == 10
     assert grid_spacing(steps, 100) == 40
+
+
+def test_largest_drop_is_the_first_of_the_largest_decreases():
+    from corekit.curves import largest_drop
+    assert largest_drop([5, 5, 3, 4, 2, 2]) == 2          # drops 2 (1→2) and 2 (3→4): the first wins
+    assert largest_drop([1, 2, 3, 0]) == 3
+    curve = np.random.default_rng(0).normal(size=40)
+    assert largest_drop(curve) == max(range(1, 40), key=lambda j: (curve[j - 1] - curve[j], -j))
+    with pytest.raises(ValueError):
+        largest_drop([1.0])

@@ -107,6 +107,48 @@ def test_batched_adamw_matches_torch_adamw_per_model():
         torch.testing.assert_close(stacked.detach()[m], singles[m].detach(), rtol=1e-5, atol=1e-6)
 
 
+def _per_parameter_adamw_step(params, exp_avg, exp_avg_sq, step, lr, wd, betas=(0.9, 0.98), eps=1e-8):
+    """The per-parameter loop of ``torch.optim.AdamW`` (foreach=False) with a per-model lr, decay and step (M,)."""
+    beta1, beta2 = betas
+    with torch.no_grad():
+        for p, m, v in zip(params, exp_avg, exp_avg_sq):
+            view = (-1,) + (1,) * (p.dim() - 1)
+            bias1 = torch.tensor([1 - beta1 ** s for s in step.tolist()], dtype=torch.float64).to(p.dtype).view(view)
+            bias2 = torch.tensor([(1 - beta2 ** s) ** 0.5 for s in step.tolist()], dtype=torch.float64).to(p.dtype)
+            p.mul_(1 - lr.view(view) * wd.view(view))
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            p.sub_(lr.view(view) / bias1 * m / (v.sqrt() / bias2.view(view) + eps))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
+    """The foreach update applies the per-parameter loop's operations to the same tensors: equal bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(3, 7, 5), (3, 13), (3, 4, 2, 9), (3,)]
+    ours = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
+    ref = [p.clone() for p in ours]
+    ref_m, ref_v = [torch.zeros_like(p) for p in ref], [torch.zeros_like(p) for p in ref]
+    lr, wd = torch.tensor([1e-3, 3e-3, 1e-2]), torch.tensor([1.0, 0.0, 0.3])
+    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98))
+    step = torch.zeros(3, dtype=torch.long)
+    for i in range(60):
+        if i == 30:
+            opt.reset(torch.tensor([False, True, False]))
+            step[1] = 0
+            for buf in ref_m + ref_v:
+                buf[1] = 0
+            opt.weight_decay = wd = torch.tensor([0.5, 0.5, 2.0])
+        for a, b in zip(ours, ref):
+            a.grad = torch.randn(a.shape, generator=gen, dtype=dtype) * (1 + i % 7)
+            b.grad = a.grad.clone()
+        opt.step()
+        step += 1
+        _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
+    for a, b, m, v, rm, rv in zip(ours, ref, opt.exp_avg, opt.exp_avg_sq, ref_m, ref_v):
+        assert torch.equal(a, b) and torch.equal(m, rm) and torch.equal(v, rv)
+
+
 def _data(n=96, seed=0):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 5, (n, 8), generator=gen)

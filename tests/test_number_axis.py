@@ -147,3 +147,52 @@ def test_newest_position_generation_matches_a_step_by_step_hook(measured):
     assert got.mode == "newest_position" and got.right == sum(n == s.label for n, s in zip(plain.number_plain, prompts))
     with pytest.raises(ValueError, match="plain must be the sampled Generation"):
         newest_position_generation(measured, axis, layer, prompts[:2], 3, _NoVerbs(), plain)
+
+
+def test_random_directions_are_seeded_unit_vectors_spread_evenly_over_the_sphere():
+    from corekit.number_axis import random_directions
+    R = random_directions(5, 4000, seed=1)
+    assert R.shape == (4000, 5) and R.dtype == torch.float64
+    torch.testing.assert_close(R.norm(dim=1), torch.ones(4000, dtype=torch.float64))
+    torch.testing.assert_close(random_directions(5, 4000, seed=1), R)
+    np.testing.assert_allclose((R.T @ R / 4000).numpy(), np.eye(5) / 5, atol=0.02)   # E[r rᵀ] = I / d on the sphere
+
+
+def test_random_null_against_hand_computed_edits_and_scikit_learn(measured):
+    """At the last position, each random direction's flip margins equal a hand-written edit h − 2 r rᵀ(h − μ) applied at
+    the layer; its coordinate AUROC and margin R² equal scikit-learn's on rᵀ(h − μ) signed on the training prompts."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import r2_score, roc_auc_score
+
+    from corekit.number_axis import random_null
+    axis = find_axis(measured)
+    s = sweep(measured, axis, [2], "last")
+    null = random_null(measured, axis, s, k=3, seed=5)
+    head, mu = margin_head(measured.lm), axis.core.mean[2].double()
+    y_train, y_test = measured.train.y, measured.test.y
+    for j, r in enumerate(null.directions.double()):
+        r = r.to(mu)
+
+        def edit(h, r=r):
+            x = h.double()
+            return (x - 2 * ((x - mu) @ r)[..., None] * r).to(h.dtype)
+        flipped = llm.last_token(measured.test.prefix, head, layer=2, edit=edit).value
+        assert null.auroc["flip"][j] == pytest.approx(roc_auc_score(y_test, flipped.cpu().numpy()), abs=1e-9)
+        assert null.flip_rate[j] == pytest.approx(stats.flip_rate(measured.test.last.value, flipped, y_test)[0])
+        z_tr = ((measured.train.last.h[2].double() - mu) @ r).cpu().numpy()
+        z_te = ((measured.test.last.h[2].double() - mu) @ r).cpu().numpy()
+        sign = 1.0 if roc_auc_score(y_train, z_tr) >= 0.5 else -1.0
+        assert null.coordinate_auroc[j] == pytest.approx(roc_auc_score(y_test, sign * z_te), abs=1e-9)
+        fit = LinearRegression().fit(z_tr[:, None], measured.train.last.value.cpu().numpy())
+        assert null.margin_r2[j] == pytest.approx(
+            r2_score(measured.test.last.value.cpu().numpy(), fit.predict(z_te[:, None])), abs=1e-6)
+
+
+def test_sufficient_rank_with_a_full_basis_is_the_identity(measured):
+    axis = find_axis(measured)
+    D = measured.lm.d_model
+    basis = torch.linalg.qr(torch.randn(D, D, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))[0]
+    rc = sufficient_rank(measured, axis, 2, [1, D], basis=basis)
+    assert rc.auroc[-1] == pytest.approx(measured.base_auroc, abs=1e-9)
+    with pytest.raises(ValueError, match="basis must be"):
+        sufficient_rank(measured, axis, 2, [1, D], basis=basis[:, :2])

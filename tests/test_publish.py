@@ -19,10 +19,11 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from tinyrepo import REPO, corekit, make_repo, tiny_notebook, write_notebook
+from tinyrepo import REPO, absolute_paths, corekit, make_repo, tiny_notebook, write_notebook
 
 from corekit.book import notebooks, publish, runinfo
-from corekit.claims import Claims, format_value
+from corekit.book.source_hash import source_hash
+from corekit.claims import NO_NULL, VERDICTS, Claims, format_value
 
 FRESH, STALE = "00_tiny", "01_tiny"
 ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",
@@ -91,6 +92,51 @@ def test_publish_writes_the_layout_with_figures_in_order(published):
     assert all((folder / "figures" / name).is_file() for name in metrics["figures"])
     assert ENVIRONMENT_KEYS <= set(metrics["environment"])
     assert not list((published / "results").glob(".*")), "publishing left its temporary folders behind"
+
+
+def test_a_run_published_from_a_temporary_folder_names_no_absolute_path(published, book):
+    """Published from a repository and an --out folder both under the temporary folder: neither results/ nor the
+    built pages (their visible text) nor the _sources copies the download button serves name a path of this machine."""
+    _, _, html = book
+    assert absolute_paths(published / "results") == []
+    text = lambda page: page_text(html, page.relative_to(html).with_suffix("").as_posix())  # noqa: E731
+    assert absolute_paths(html / "notebooks", text) == [] and absolute_paths(html / "book", text) == []
+    assert absolute_paths(html / "_sources") == []
+    record = json.loads((published / "results" / FRESH / "metrics.json").read_text())
+    assert {c["id"]: c["measured"] for c in record["claims"]}["figures_dir"] == f"figures/{FRESH}"
+
+
+def test_a_prose_page_may_name_a_claim_that_only_a_stale_run_lacks(tmp_path):
+    root = make_repo(tmp_path, {FRESH: tiny_notebook(FRESH)})
+    folder = root / "results" / FRESH
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps({"claims": [{"id": "doubled", "measured": 6, "pass": True}],
+                                                     "profile": "quick", "source_hash": "an older source"}))
+    run = publish.Run(FRESH, folder / f"{FRESH}.ipynb", folder / "metrics.json", folder / "figures", True)
+    texts = publish.claim_substitutions({FRESH: run}, root)
+    assert texts["claim_00_doubled"] == "6 (pass)"
+    assert texts["claim_00_negative"] == publish.NOT_IN_STALE_RUN               # recorded by the source, not by the run
+    assert "claim_00_negative" not in publish.claim_substitutions({FRESH: run})  # without the root: no stand-in
+    params = publish.run_parameters(notebooks.Notebook(root, FRESH), {"profile": "quick"})
+    fresh = {"claims": [{"id": "doubled", "measured": 6, "pass": True}], "profile": "quick",
+             "source_hash": source_hash(notebooks.Notebook(root, FRESH), params)}
+    (folder / "metrics.json").write_text(json.dumps(fresh))
+    assert "claim_00_negative" not in publish.claim_substitutions({FRESH: run}, root)  # a current run must have it
+
+
+def test_the_committed_published_runs_name_no_absolute_path():
+    assert absolute_paths(REPO / "results") == []
+
+
+def test_a_path_parameter_is_hashed_relative_to_the_repository(tmp_path):
+    from corekit.book.source_hash import source_hash
+    one = make_repo(tmp_path / "one", {FRESH: tiny_notebook(FRESH)})
+    two = make_repo(tmp_path / "elsewhere" / "two", {FRESH: tiny_notebook(FRESH)})
+    hashes = [source_hash(notebooks.Notebook(root, FRESH), {"scale": 1.0, "where": str(root / "_build" / "x.pt")})
+              for root in (one, two)]
+    assert hashes[0] == hashes[1]
+    assert source_hash(notebooks.Notebook(one, FRESH), {"scale": 1.0, "where": str(one / "_build" / "y.pt")}) \
+        != hashes[0]
 
 
 def test_published_notebook_keeps_only_the_final_progress_line(published):
@@ -207,7 +253,7 @@ def test_environment_block_records_versions_git_and_model_files(tmp_path, monkey
     monkeypatch.setattr(runinfo, "_models", {})
     runinfo.record_model("tiny", "a test file", weights)
     claims = Claims("nb", parameters={})
-    claims.add("x", 1.0, target="reported")
+    claims.report("x", 1.0, statistic="a figure")
     env = json.loads(claims.write(tmp_path / "m.json").read_text())["environment"]
     assert ENVIRONMENT_KEYS <= set(env)
     assert env["commit"] == head and env["dirty"] is False
@@ -235,7 +281,7 @@ def declared_claims(py: Path) -> list[str | re.Pattern]:
     """Return the claim ids a notebook source adds: literal ids, and patterns for f-string ids."""
     ids: list[str | re.Pattern] = []
     for node in ast.walk(ast.parse(py.read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "report")
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "claims" and node.args):
             continue
         first = node.args[0]
@@ -257,16 +303,40 @@ def test_published_run_is_complete(name):
     assert metrics["notebook"] == name and metrics["profile"] in notebooks.PROFILES
     assert ENVIRONMENT_KEYS <= set(metrics.get("environment", {})), f"{name}: no environment block"
     assert run.ipynb.is_file() and run.ipynb.stat().st_size <= publish.SIZE_WARNING_BYTES
+    if publish.stale_reason(notebooks.Notebook(REPO, name), metrics) is not None:
+        return                                  # a stale run is shown with a warning; its claims are the old ones
     ids = [c["id"] for c in metrics["claims"]]
     missing = [str(getattr(d, "pattern", d)) for d in declared_claims(REPO / "notebooks" / f"{name}.py")
                if not (d in ids if isinstance(d, str) else any(d.fullmatch(i) for i in ids))]
     assert not missing, f"{name}: the published run lacks claims its source declares: {missing}"
 
 
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_published_claims_are_tests_with_nulls_and_reasons(name):
+    """A current published run carries verdicts; every tested claim has a null (that the verdict respects) or a
+    no-null reason from the fixed list, and every verdict but pass and reported a sentence of reason."""
+    metrics = publish.published_run(REPO, name).metrics
+    if all("verdict" not in c for c in metrics["claims"]):
+        assert publish.stale_reason(notebooks.Notebook(REPO, name), metrics) is not None, \
+            f"{name}: a current published run must carry verdicts with nulls (republish it)"
+        return
+    for claim in metrics["claims"]:
+        verdict = claim["verdict"]
+        assert verdict in VERDICTS, f"{name} {claim['id']}: unknown verdict {verdict!r}"
+        if verdict == "reported":
+            continue
+        assert claim.get("null") or claim.get("no_null") in NO_NULL, f"{name} {claim['id']}: no null"
+        if verdict == "pass":
+            assert not any(n["passes"] for n in claim.get("null") or []), f"{name} {claim['id']}: its null passes"
+        else:
+            reason = claim.get("reason") or ""
+            assert len(reason.split()) >= 5 and "{" not in reason, f"{name} {claim['id']}: no reason in words"
+
+
 def test_declared_claims_reads_literal_and_formatted_ids(tmp_path):
     py = tmp_path / "nb.py"
-    py.write_text('claims.add("a", 1, target="t")\nfor m in ms:\n    claims.add(f"b[{m}]", 2, target="t")\n'
-                  'other.add("c")\n')
+    py.write_text('claims.check("a", 1, b, statistic="t")\nfor m in ms:\n    claims.report(f"b[{m}]", 2, statistic="t")\n'
+                  'other.check("c")\n')
     a, b = declared_claims(py)
     assert a == "a" and b.fullmatch("b[gpt2]") and not b.fullmatch("b")
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, MISSING, chromium, cut_tables, serve
-from tinyrepo import REPO, corekit
+from tinyrepo import REPO, absolute_paths, corekit
 
 from corekit.book import notebooks, publish
+from corekit.claims import VERDICTS
 
 pytestmark = [pytest.mark.book,
               pytest.mark.skipif(not list((REPO / "results").glob("*/metrics.json")), reason="no published run")]
@@ -56,7 +57,7 @@ def test_results_page_counts_are_the_metrics_files(site):
         row = f"{name[:2]} {run.metrics['profile']} "
         assert row in text, f"no overview row for {name}"
         after = text[text.index(row):]
-        assert f"{counts['pass']} {counts['fail']} {counts['reported']}" in after[:400], f"{name}: counts differ"
+        assert " ".join(str(counts[v]) for v in VERDICTS) in after[:400], f"{name}: counts differ"
         cut = [c["id"] for c in run.metrics["claims"] if " ".join(c["target"].split()) not in text]
         assert not cut, f"{name}: targets not shown in full on the results page: {cut}"
     assert publish.front_tally(runs) in text_of(site / "book" / "intro.html")
@@ -121,6 +122,14 @@ def test_no_page_shows_a_machine_path_a_warning_or_an_empty_interval(site):
                   for m in re.finditer(r"\w+(?<!reported): \d+% interval over (the \d+ of )?\d+ resamples", text)]
     assert not noisy, "noise on the built pages:\n" + "\n".join(noisy)
     assert known == KNOWN_NOISE, f"fixed, so drop from KNOWN_NOISE: {sorted(KNOWN_NOISE - known)}"
+
+
+def test_the_published_site_names_no_absolute_path(site):
+    """Neither the chapters' and the results page's visible text nor the _sources copies of the chapters that the
+    download button serves name a machine's path (the API pages may name /proc/cpuinfo: prose about the library)."""
+    assert absolute_paths(site / "notebooks", text_of) == []
+    assert absolute_paths(site / "_sources" / "notebooks") == []
+    assert absolute_paths(site / "book", text_of, skip=("api",)) == []
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=MISSING)

@@ -60,7 +60,7 @@ print("sleeping", flush=True)
 time.sleep(sleep_s)
 if fail:
     raise RuntimeError("asked to fail")
-claims.add("figures", figures, target="reported")
+claims.report("figures", figures, statistic="the number of figures")
 claims.write()
 '''.format(name=NAME)
 

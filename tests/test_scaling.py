@@ -133,3 +133,44 @@ def test_compare_laws_prefers_the_law_that_made_the_data():
     assert on_log["loo_power"] == pytest.approx(np.mean(errs), rel=1e-9)
     n, rss = len(p), np.sum((np.log(log_made) - np.log(sc.power_law_fit(p, log_made).predict(p))) ** 2)
     assert on_log["aic_power"] == pytest.approx(n * np.log(rss / n) + 4, rel=1e-9)
+
+
+def test_aic_difference_matches_rss_by_hand_and_is_finite_for_a_law_with_a_pole():
+    from corekit import scaling as sc
+    p = np.array([31.0, 37, 43, 53])
+    tau = sc.log_law(p, 500.0, 25.0) * np.exp([0.02, -0.01, 0.015, -0.02])
+    log, power = sc.log_law_fit(p, tau), sc.power_law_fit(p, tau)
+    rss = lambda pred: np.sum((np.log(tau) - np.log(pred)) ** 2)  # noqa: E731
+    by_hand = len(p) * (np.log(rss(log.predict(p))) - np.log(rss(power.predict(p))))   # the 2k terms cancel
+    assert sc.aic_difference(p, tau) == pytest.approx(by_hand, rel=1e-9)
+    assert np.isfinite(sc.aic_difference(p[1:], tau[1:]))      # p_c fitted on the rest stays below their min
+
+
+def test_power_law_aic_null_favours_the_power_law_on_power_law_data():
+    from corekit import scaling as sc
+    p = np.array([31.0, 43, 53, 61, 79])
+    tau = 9000.0 * p ** -1.5 * np.exp([0.01, -0.01, 0.005, 0.0, -0.005])
+    draws = sc.power_law_aic_null(p, tau, n_draws=50, seed=1)
+    assert draws.shape == (50,)
+    assert np.mean(draws[np.isfinite(draws)] > 0) > 0.8
+    with pytest.raises(ValueError, match="at least 3 points"):
+        sc.power_law_aic_null(p[:2], tau[:2])
+
+
+def test_permuted_points_keeps_counts_and_the_pooled_times():
+    from corekit import scaling as sc
+    points = {1.0: np.array([1.0, 2.0]), 2.0: np.array([3.0]), 3.0: np.array([4.0, 5.0, 6.0])}
+    out = sc.permuted_points(points, seed=3)
+    assert list(out) == list(points) and [len(v) for v in out.values()] == [2, 1, 3]
+    assert sorted(np.concatenate(list(out.values()))) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert np.array_equal(np.concatenate(list(out.values())),
+                          np.random.default_rng(3).permutation(np.arange(1.0, 7.0)))
+
+
+def test_collapse_ratio_by_hand():
+    from corekit import scaling as sc
+    points = {(31.0, 1.0): np.array([100.0, 400.0]), (43.0, 1.0): np.array([150.0]), (31.0, 2.0): np.array([0.0, 90.0])}
+    products = [200.0 * 31, 150.0 * 43, 90.0 * 62]                 # geometric means 200, 150, 90 (τ = 0 skipped)
+    assert sc.collapse_ratio(points) == pytest.approx(max(products) / min(products))
+    with pytest.raises(ValueError):
+        sc.collapse_ratio({(31.0, 1.0): np.array([5.0])})

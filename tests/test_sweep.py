@@ -9,6 +9,7 @@ import torch
 
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.sweep import (
+    EvaluateNearCrossings,
     RunResult,
     RunSpec,
     StopAfterGrokking,
@@ -192,6 +193,66 @@ def test_a_relative_checkpoint_folder_is_the_callers(tmp_path, monkeypatch):
         run_sweep(grid([5], [1.0], [0]), TINY, checkpoint_every=0)
     with pytest.raises(ValueError, match="max_models must be a positive integer"):
         run_sweep(grid([5], [1.0], [0]), TINY, max_models=0)
+
+
+def test_coarse_evaluation_with_refinement_finds_the_per_step_grokking_times():
+    """Evaluated every 10 steps, and at every step from an accuracy of 0.3 to its crossing, each run's t_train, t_test
+    and τ are those of per-step evaluation (p 17, both runs grok), from fewer evaluations."""
+    settings = SweepSettings(d_model=32, n_heads=4, d_mlp=128, norm="pre", lr=1e-2, train_frac=0.8, max_steps=400,
+                             margin=20, eval_every=1)
+    specs = grid([17], [2.0], [0, 1])
+    per_step = run_sweep(specs, settings, device="cpu", progress=False)
+    refined = run_sweep(specs, dataclasses.replace(settings, eval_every=10, refine_level=0.3), device="cpu",
+                        progress=False)
+    assert all(r.tau is not None for r in per_step)
+    assert [(r.t_train, r.t_test, r.tau) for r in refined] == [(r.t_train, r.t_test, r.tau) for r in per_step]
+    assert len(refined[0].steps) < len(per_step[0].steps)
+    for dense, coarse in zip(per_step, refined):                 # every evaluation refined made is per-step's
+        at = {s: (a, b) for s, a, b in zip(dense.steps, dense.train_acc, dense.test_acc)}
+        assert all(at[s] == (a, b) for s, a, b in zip(coarse.steps, coarse.train_acc, coarse.test_acc) if s in at)
+    with pytest.raises(ValueError, match="refine_level must be None or in"):
+        dataclasses.replace(settings, refine_level=1.5)
+
+
+def test_a_retraced_window_repeats_the_same_steps_with_minibatches_and_dropout():
+    """dense_eval turning True goes back to the previous evaluation and retraces: the same batches, dropout masks and
+    optimizer state, so the curves at every step and the final parameters are those of evaluating every step."""
+    cfg = TransformerConfig(vocab=5, n_ctx=3, d_model=8, n_heads=2, d_mlp=16, dropout=0.1)
+    data = Dataset(torch.randint(0, 5, (40, 3), generator=torch.Generator().manual_seed(0)),
+                   torch.randint(0, 5, (40,), generator=torch.Generator().manual_seed(1)))
+    kwargs = dict(steps=60, batch_size=16, drop_last=False, lr=1e-2, progress=False)
+    every = BatchedTransformer(cfg, [0, 1])
+    ref = train_ensemble(every, data, data, eval_every=1, **kwargs)
+    calls = []
+
+    def window(history):                                         # dense over steps 23..31 only
+        calls.append(history.steps[-1])
+        return 23 <= history.steps[-1] <= 31
+
+    coarse = BatchedTransformer(cfg, [0, 1])
+    hist = train_ensemble(coarse, data, data, eval_every=10, dense_eval=window, snapshot_steps=[25], **kwargs)
+    assert hist.steps == [0, 10, 20] + list(range(21, 33)) + [40, 50, 60]
+    assert calls[:5] == [0, 10, 20, 25, 21]                     # dense at 25 (a snapshot): 21.. retraced from 20
+    for name in ("train_loss", "train_acc", "test_loss", "test_acc"):
+        assert getattr(hist, name) == [getattr(ref, name)[s] for s in hist.steps]
+    assert hist.epoch_train_loss == ref.epoch_train_loss and sorted(hist.snapshots) == [25]
+    for a, b in zip(every.parameters(), coarse.parameters()):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="checkpoint_every .* must be a multiple of eval_every"):
+        train_ensemble(coarse, data, steps=1, eval_every=3, checkpoint_every=10, dense_eval=window, progress=False)
+
+
+def test_near_crossing_rule_resolves_a_crossing_only_after_a_step_by_step_evaluation():
+    rule = EvaluateNearCrossings(0.99, 0.5)
+    h = _history(train=[[0.1, 0.4]], test=[[0.0, 0.0]], steps=[0, 10])
+    assert not rule(h)
+    h = _history(train=[[0.1, 0.4, 0.995]], test=[[0.0, 0.0, 0.0]], steps=[0, 10, 20])
+    assert rule(h)                                              # crossed after a gap: retrace
+    h = _history(train=[[0.1, 0.4] + [0.7] * 9 + [0.995]], test=[[0.0] * 12], steps=[0, 10] + list(range(11, 21)))
+    assert not rule(h)                                          # crossed at a step after the step before: resolved
+    h = _history(train=[[0.1, 0.4] + [0.7] * 9 + [0.995], [0.1] * 12], test=[[0.0] * 12, [0.0] * 11 + [0.6]],
+                 steps=[0, 10] + list(range(11, 21)))
+    assert EvaluateNearCrossings(0.99, 0.5)(h)                  # another model's test accuracy is near
 
 
 def test_unknown_executor_is_a_clear_error():

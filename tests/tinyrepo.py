@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ output_dir = ""  # path; where the metrics file and figures go (corekit run sets
 import matplotlib.pyplot as plt
 
 from corekit import plots
-from corekit.claims import Claims
+from corekit.claims import Claims, Null, at_least, at_most
 
 claims = Claims("{name}")
 figs = plots.Figures(output_dir, "{name}")
@@ -50,9 +51,9 @@ for k in range(figures):
 # ## Claims
 
 # %%
-claims.add("doubled", 2 * scale, target="= 2 × scale", passed=True, paper=4.0)
-claims.add("negative", scale, target="< 0", passed=scale < 0)
-claims.add("figures_dir", str(figs.folder), target="reported")
+claims.check("doubled", 2 * scale, at_least(scale), statistic="2 × scale", paper=4.0, null=Null("scale / 2", scale / 2))
+claims.check("negative", scale, at_most(0), statistic="scale", null=Null("minus one", -1.0))
+claims.report("figures_dir", str(figs.folder), statistic="where the figures went")
 if write_metrics:
     claims.write()
 claims.table()
@@ -129,3 +130,47 @@ def start_run(repo: Path, name: str, out: Path, *args: str, ready) -> subprocess
         time.sleep(0.2)
     proc.kill()
     raise AssertionError(f"the run never reached its sleeping cell: {proc.communicate()}")
+
+
+#: An absolute path in published text: a ``/`` not preceded by a word character, ``.``, ``:``, ``/`` or ``<`` (so no
+#: URL, closing tag or ratio), then at least two components; or a ``~`` home folder.
+ABSOLUTE = re.compile(r"(?<![\w.:/<~])/(?:[\w.+@-]+/)+[\w.+@-]*|(?<![\w.:/<])~[\w.-]*/")
+
+
+#: A MyST role in prose, e.g. {doc}`/book/two_lenses` (a link to a page of the book, which may start with /).
+MYST_ROLE = re.compile(r"\{\w+\}`[^`]*`")
+
+
+def _strings(value):
+    """Yield every string inside a JSON value, skipping image data (base64 is full of slashes)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (isinstance(key, str) and key.startswith("image/")):
+                yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def absolute_paths(folder: Path, html_text=None, skip: tuple[str, ...] = ("_static",)) -> list[str]:
+    """Return "file: path" for every absolute path in the JSON, notebook and text files under ``folder`` (for HTML,
+    in its visible text, as ``html_text(path)`` gives it), outside its subfolders ``skip`` (the theme's assets)."""
+    import json
+
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.relative_to(folder).parts[0] in skip:
+            continue
+        if path.suffix in (".json", ".ipynb"):
+            texts = list(_strings(json.loads(path.read_text(encoding="utf-8"))))
+        elif path.suffix == ".html" and html_text is not None:
+            texts = [html_text(path)]
+        elif path.suffix in (".md", ".txt", ".py", ".yml", ".yaml"):
+            texts = [path.read_text(encoding="utf-8")]
+        else:
+            continue
+        texts = [MYST_ROLE.sub("", text) for text in texts]              # {doc}`/book/page`: a link, not a path
+        found += [f"{path.relative_to(folder)}: {m.group(0)}" for text in texts for m in ABSOLUTE.finditer(text)]
+    return found

@@ -148,6 +148,43 @@ def ablation_curves(core: Core, h: Tensor, accuracy: Callable[[Tensor], Tensor],
     return torch.stack(keep, 1), torch.stack(rem, 1)
 
 
+def linear_ablation_curves(core: Core, h: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor,
+                           ranks: list[int]) -> tuple[Tensor, Tensor]:
+    """Return keep-only and remove accuracies (M, R) of the readout h ↦ h W + b at each rank in ``ranks``.
+
+    h (M, N, D), weight W (M, D, V), bias b (M, V) or None, targets (N,); accuracy is the fraction of the
+    N examples whose argmax logit is the target. The same curves as :func:`ablation_curves` with that
+    accuracy (where two logits tie exactly, rounding picks either way in both), in float64 and by one
+    projection: with z = Qᵀ(h − μ) on the full basis and g_i = q_iᵀW, keep-only's logits at rank r are
+    μW + b + Σ_{i<r} z_i g_i and remove's are hW + b − Σ_{i<r} z_i g_i, both updated in place over the
+    ranks taken in increasing order.
+    """
+    if h.dim() != 3 or weight.dim() != 3 or weight.shape[:2] != (h.shape[0], h.shape[2]):
+        raise ValueError(f"h must be (M, N, D) and weight (M, D, V), got {tuple(h.shape)} and {tuple(weight.shape)}")
+    if targets.shape != (h.shape[1],):
+        raise ValueError(f"targets must be (N,) = ({h.shape[1]},), got {tuple(targets.shape)}")
+    if not ranks or any(not 0 <= r <= core.basis.shape[-1] for r in ranks):
+        raise ValueError(f"ranks must be a non-empty list of ranks in 0..{core.basis.shape[-1]}, got {ranks}")
+    h, W, basis, mean = h.double(), weight.double(), core.basis.double(), core.mean.double()
+    b = 0.0 if bias is None else bias.double()[:, None, :]
+    z = torch.einsum("mnd,mdr->mnr", _centred(h, mean), basis)                  # (M, N, D)
+    g = basis.transpose(1, 2) @ W                                               # (M, D, V)
+    keep_logits = (mean[:, None, :] @ W + b).expand(-1, h.shape[1], -1).contiguous()   # (M, N, V), rank 0
+    rem_logits = h @ W + b
+    targets = targets.to(h.device)
+    keep: dict[int, Tensor] = {}
+    rem: dict[int, Tensor] = {}
+    done = 0
+    for r in sorted(set(ranks)):
+        if r > done:
+            keep_logits.baddbmm_(z[..., done:r], g[:, done:r])
+            rem_logits.baddbmm_(z[..., done:r], g[:, done:r], alpha=-1)
+            done = r
+        keep[r] = (keep_logits.argmax(-1) == targets).float().mean(-1)
+        rem[r] = (rem_logits.argmax(-1) == targets).float().mean(-1)
+    return torch.stack([keep[r] for r in ranks], 1), torch.stack([rem[r] for r in ranks], 1)
+
+
 def sufficient_rank(keep_acc: Tensor, base_acc: Tensor, ranks: list[int], tol: float = 1e-3) -> Tensor:
     """Return the smallest rank (M,) whose keep-only accuracy is within ``tol`` of the model's."""
     ok = keep_acc >= base_acc[:, None] - tol
@@ -329,7 +366,7 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     D = h_train.shape[-1]
     ranks = list(range(D + 1))
     with torch.no_grad():
-        keep, rem = ablation_curves(core, h_test, accuracy, ranks)
+        keep, rem = linear_ablation_curves(core, h_test, model.p("W_U"), model.p("b_U"), test_y, ranks)
         base = accuracy(h_test)
     r = torch.tensor(ranks, device=keep.device)
     if authors:
@@ -399,7 +436,7 @@ def next_token_ace(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, energ
     ranks = list(range(model.config.out_vocab + 1)) if ranks is None else ranks
     with torch.no_grad():
         h = h_test.flatten(1, 2)
-        keep, rem = ablation_curves(core, h, accuracy, ranks)
+        keep, rem = linear_ablation_curves(core, h, model.p("W_U"), model.p("b_U"), y, ranks)
         base = accuracy(h)
     return NextTokenACE(core=core, rank=energy_rank(core.sigma, energy_threshold), h_train=h_train,
                         h_test=h_test, ranks=ranks, base_acc=base, keep_acc=keep, remove_acc=rem)

@@ -46,6 +46,14 @@ def grokking_step(steps: Sequence[float], test_accuracy: Sequence[float],
     return first_step_reaching(steps, test_accuracy, threshold)
 
 
+def largest_drop(curve: Sequence[float]) -> int:
+    """Return the index j ≥ 1 of ``curve`` (S,) ending its largest single decrease curve[j − 1] − curve[j] (the first of ties)."""
+    curve = np.asarray(curve, dtype=float)
+    if curve.ndim != 1 or len(curve) < 2:
+        raise ValueError(f"curve must be (S,) with S >= 2, got {curve.shape}")
+    return int(np.argmax(curve[:-1] - curve[1:])) + 1
+
+
 def moving_average(curve: Sequence[float], window: int = 1):
     """Return the centred moving average (S,) of ``curve`` (S,) over an odd ``window`` (edges padded with the end values)."""
     curve = np.asarray(curve, dtype=float)

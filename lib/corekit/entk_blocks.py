@@ -68,10 +68,12 @@ def parameter_eigenpairs(model, m: int, tokens: Tensor, top_k: int, names: Seque
 
 
 def group_eigenpairs(model, m: int, tokens: Tensor, top_k: int, groups: Mapping[str, Sequence[str]],
+                     state: Mapping[str, Tensor] | None = None,
                      dtype: torch.dtype = torch.float64) -> dict[str, entk.Eigenpairs]:
-    """Return {group: top-k eigenpairs} of the summed per-parameter kernels of each group (e.g. all of attention)."""
+    """Return {group: top-k eigenpairs} of the summed per-parameter kernels of each group (e.g. all of attention),
+    on model m's parameters or on a saved ``state`` (e.g. the snapshot at initialisation)."""
     names = sorted({n for group in groups.values() for n in group})
-    fm = entk.functional_transformer(model, m=m).to(dtype=dtype, device=tokens.device)
+    fm = entk.functional_transformer(model, m=m, state=state).to(dtype=dtype, device=tokens.device)
     return entk.group_eigenpairs(entk.kernels(fm, tokens, mode="pair_mean", names=names), groups, top_k)
 
 

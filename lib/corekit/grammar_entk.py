@@ -28,6 +28,7 @@ from corekit.probes import (
     evaluate_splits,
     paired_bootstrap,
     pca_scores,
+    random_scores,
     stratified_split,
 )
 from corekit.tasks.grammar import UPOS_CLASSES, MorphLabels, Selection, label_matrix, morph_labels
@@ -138,6 +139,12 @@ def pca_by_layer(lm: LM, sel: Selection, top_k: int) -> dict[int, Tensor]:
     return {s - 1: pca_scores(sel.residuals[i], top_k) for i, s in enumerate(sel.layers) if s >= 1}
 
 
+def random_by_layer(sel: Selection, k: int, seed: int) -> dict[int, Tensor]:
+    """Return {Hugging Face block N: scores (k, N) of that block's output at the last token on k random unit directions
+    (seeded, the same for every block)} for every block whose output ``sel`` read: the null family beside PCA's."""
+    return {s - 1: random_scores(sel.residuals[i], k, seed) for i, s in enumerate(sel.layers) if s >= 1}
+
+
 @dataclass
 class DenseCheck:
     """Lanczos against dense ``eigh`` on a few short contexts: the contexts, n = N·d, the dense eigenpairs, Lanczos
@@ -177,7 +184,8 @@ def dense_check(lm: LM, sel: Selection, layer: int, n_examples: int, tokens: int
 @dataclass
 class Comparison:
     """eNTK eigenvector scores against PCA scores at one layer, on word classes and on morphology: each family's
-    probes over the splits and the paired differences eNTK − PCA with their intervals."""
+    probes over the splits and the paired differences eNTK − PCA with their intervals (AUROC; ``pos_ap``: the
+    word classes' average precision)."""
 
     entk_pos: SplitProbes
     pca_pos: SplitProbes
@@ -185,6 +193,7 @@ class Comparison:
     pca_morph: SplitProbes
     pos: PairedDifference
     morph: PairedDifference
+    pos_ap: PairedDifference | None = None
 
 
 def compare(entk_scores: Tensor, pca: Tensor, labels: ProbeLabels, level: float = 0.95) -> Comparison:
@@ -195,4 +204,4 @@ def compare(entk_scores: Tensor, pca: Tensor, labels: ProbeLabels, level: float 
         return e, p, paired_bootstrap(e, p, Y, labels.weights, level)
     ep, pp, dp = run(labels.pos, list(UPOS_CLASSES))
     em, pm, dm = run(labels.morph_matrix, labels.morph.names)
-    return Comparison(ep, pp, em, pm, dp, dm)
+    return Comparison(ep, pp, em, pm, dp, dm, paired_bootstrap(ep, pp, labels.pos, labels.weights, level, metric="ap"))

@@ -199,6 +199,69 @@ def sweep(m: Measured, axis: Axis, layers: Sequence[int], scope: str = "last") -
                  {k: stats.auroc(v, m.test.y) for k, v in margins.items()}, centres)
 
 
+def random_directions(d: int, k: int, seed: int) -> Tensor:
+    """Return k directions (k, d) drawn uniformly on the unit sphere of R^d (float64; the same for the same seed)."""
+    if k < 1 or d < 1:
+        raise ValueError(f"k and d must be positive, got k={k}, d={d}")
+    x = torch.randn(k, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x / x.norm(dim=1, keepdim=True)
+
+
+def random_layer_choice(m: Measured, axis: Axis, seed: int) -> int:
+    """Return the layer the last-position rule picks (lowest training flip AUROC over layers 0 … L) when each layer's
+    axis is a random unit direction (one per layer, seeded), reflected about the same mean as the axis."""
+    layers = list(range(m.n_layers + 1))
+    q = random_directions(m.lm.d_model, len(layers), seed)[:, :, None].to(axis.q)
+    flip = ablations(m.lm, m.train.prefix, margin_head(m.lm), q, {l: axis.core.mean[l] for l in layers}, layers,
+                     ["flip"], scope="last", states=m.train.last.h)["flip"]
+    return layers[int(np.argmin(stats.auroc(flip, m.train.y)))]
+
+
+@dataclass
+class RandomNull:
+    """The chapter's statistics with k random unit directions (k, D) in place of the axis at ``layer`` in one scope,
+    each edited exactly as the axis is (same centres): the held-out margin AUROC of each ablation {kind: (k,)} and the
+    flip rate of the correctly handled prompts (k,); for the last position also the held-out coordinates
+    z = rᵀ(h − μ), signed on the training prompts (k, N_test), their AUROC (k,), and the held-out R² of m ≈ a z + b
+    fitted on train (k,)."""
+
+    scope: str
+    layer: int
+    directions: Tensor
+    auroc: dict[str, np.ndarray]
+    flip_rate: np.ndarray
+    z_test: Tensor | None = None
+    coordinate_auroc: np.ndarray | None = None
+    margin_r2: np.ndarray | None = None
+
+
+def random_null(m: Measured, axis: Axis, scope: Sweep, k: int, seed: int,
+                kinds: Sequence[str] = ("keep_only", "remove", "flip")) -> RandomNull:
+    """Return :class:`RandomNull` of ``k`` random unit directions (seeded) at ``scope``'s chosen layer."""
+    layer, head = scope.layer, margin_head(m.lm)
+    R = random_directions(m.lm.d_model, k, seed).to(axis.q)
+    data, states = ((m.test.prefix, m.test.last.h) if scope.scope == "last" else (m.test.batch, None))
+    margins = {kind: [] for kind in kinds}
+    for r in R:
+        out = ablations(m.lm, data, head, {layer: r[:, None]}, {layer: scope.centres[layer]}, [layer], kinds,
+                        scope=scope.scope, states=states)
+        for kind in kinds:
+            margins[kind].append(out[kind][0])
+    auroc = {kind: np.atleast_1d(stats.auroc(torch.stack(v), m.test.y)) for kind, v in margins.items()}
+    rates = np.array([stats.flip_rate(m.test.last.value, f, m.test.y)[0] for f in margins.get("flip", [])])
+    null = RandomNull(scope.scope, layer, R.cpu(), auroc, rates)
+    if scope.scope == "last":
+        mu = axis.core.mean[layer].to(R)
+        z_train = (m.train.last.h[layer].to(R) - mu) @ R.T                      # (N_train, k)
+        z_test = (m.test.last.h[layer].to(R) - mu) @ R.T
+        sign = torch.as_tensor(np.atleast_1d(stats.orient(z_train.T, m.train.y))).to(R)
+        null.z_test = (z_test.T * sign[:, None]).cpu()
+        null.coordinate_auroc = np.atleast_1d(stats.auroc(null.z_test, m.test.y))
+        null.margin_r2 = np.array([stats.held_out_affine_r2(z_train[:, j], m.train.last.value, z_test[:, j],
+                                                            m.test.last.value)[2] for j in range(k)])
+    return null
+
+
 @dataclass
 class RankCurve:
     """Held-out keep-only AUROCs (len(ranks),) of the rank-r core at ``layer`` (last position), and the smallest
@@ -211,15 +274,20 @@ class RankCurve:
     sufficient: int
 
 
-def sufficient_rank(m: Measured, axis: Axis, layer: int, ranks: Sequence[int], tol: float = 0.02) -> RankCurve:
-    """Return the keep-only AUROC of the ACE core of each rank in ``ranks`` at ``layer`` and the smallest sufficient rank."""
+def sufficient_rank(m: Measured, axis: Axis, layer: int, ranks: Sequence[int], tol: float = 0.02,
+                    basis: Tensor | None = None) -> RankCurve:
+    """Return the keep-only AUROC of the ACE core of each rank in ``ranks`` at ``layer`` and the smallest sufficient rank;
+    ``basis`` (D, ≥ max rank), orthonormal, replaces the core's directions (its first r columns; e.g. a random one)."""
     ranks = sorted({int(r) for r in ranks})
     if not ranks or ranks[0] < 1 or ranks[-1] > m.lm.d_model:
         raise ValueError(f"ranks must lie in [1, d_model = {m.lm.d_model}], got {ranks}")
+    if basis is not None and (basis.dim() != 2 or basis.shape[0] != m.lm.d_model or basis.shape[1] < ranks[-1]):
+        raise ValueError(f"basis must be (d_model = {m.lm.d_model}, ≥ {ranks[-1]}), got {tuple(basis.shape)}")
     head, start = margin_head(m.lm), m.test.last.h[layer]
     aurocs = []
     for r in ranks:
-        edit = core_edit("keep_only", axis.core.q(r)[layer], axis.core.mean[layer])
+        q = axis.core.q(r)[layer] if basis is None else basis[:, :r].to(axis.core.mean)
+        edit = core_edit("keep_only", q, axis.core.mean[layer])
         aurocs.append(stats.auroc(last_token(m.test.prefix, head, layer=layer, edit=edit, start=start).value, m.test.y))
     aurocs = np.array(aurocs)
     first = ace.sufficient_rank(torch.as_tensor(aurocs)[None], torch.tensor([m.base_auroc], dtype=torch.float64),
@@ -279,17 +347,25 @@ class Generation:
 
 
 def flip_generation(m: Measured, axis: Axis, scope: Sweep, prompts: Sequence[Sentence], max_new_tokens: int,
-                    nlp, sample: bool = False, seed: int = 0) -> Generation:
+                    nlp, sample: bool = False, seed: int = 0, direction: Tensor | None = None,
+                    plain: Generation | None = None) -> Generation:
     """Return continuations of ``prompts``, plain and with the axis flipped from the subject on at ``scope``'s layer
     (each prompt position about its class's training mean, generated positions about the last token's), greedy or
-    sampled as the ACE authors (temperature 1, top-k 50, one seed per prompt shared by both runs)."""
+    sampled as the ACE authors (temperature 1, top-k 50, one seed per prompt shared by both runs).
+
+    ``direction`` (D,), a unit vector, is reflected in place of the axis (e.g. a random one, for the null); ``plain``,
+    the Generation of the same prompts and decoding, spares generating the plain continuations again."""
     if scope.scope != "from_subject":
         raise ValueError(f"flip_generation needs the 'from_subject' sweep, got scope {scope.scope!r}")
     layer = scope.layer
-    edit = PositionEdit("flip", axis.q[layer], scope.centres[layer])
+    q = axis.q[layer] if direction is None else direction.reshape(-1, 1).to(axis.q)
+    edit = PositionEdit("flip", q, scope.centres[layer])
     texts, chars = [s.prompt for s in prompts], [s.subject_char for s in prompts]
     decoding = dict(sample=sample, temperature=1.0, top_k=50, seed=seed)
-    plain = generate(m.lm, texts, max_new_tokens, start_chars=chars, **decoding)
+    if plain is not None and (plain.mode != ("sampled" if sample else "greedy") or len(plain.plain) != len(prompts)):
+        raise ValueError(f"plain must be the {'sampled' if sample else 'greedy'} Generation of the same "
+                         f"{len(prompts)} prompts, got {plain.mode} of {len(plain.plain)}")
+    plain = plain.plain if plain is not None else generate(m.lm, texts, max_new_tokens, start_chars=chars, **decoding)
     flipped = generate(m.lm, texts, max_new_tokens, layer=layer, edit=edit, start_chars=chars, **decoding)
     n_plain = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, plain)]
     n_flipped = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, flipped)]
@@ -301,7 +377,7 @@ def flip_generation(m: Measured, axis: Axis, scope: Sweep, prompts: Sequence[Sen
 
 def newest_position_generation(m: Measured, axis: Axis, layer: int, prompts: Sequence[Sentence], max_new_tokens: int,
                                nlp, plain: Generation, seed: int = 0, target: float = 1.0, probe: float = 0.2,
-                               cap: float = 50.0, batch_size: int = 64) -> Generation:
+                               cap: float = 50.0, batch_size: int = 64, direction: Tensor | None = None) -> Generation:
     """Return sampled continuations steered as the ACE authors' demo steers (``SVA_uni.generate_surgical``), scored
     against the unedited ``plain`` continuations of the same prompts and seeds.
 
@@ -311,13 +387,15 @@ def newest_position_generation(m: Measured, axis: Axis, layer: int, prompts: Seq
     the unedited margin and m1 the margin at strength ``probe``, s = clip((∓target − m0) / ((m1 − m0) / probe),
     −``cap``, ``cap``). Earlier positions are never edited (each step re-reads the whole sequence), and
     sampling is the authors' (temperature 1, top-k 50; prompt i draws with seed ``seed`` + i, as ``plain``).
+    ``direction`` (D,), a unit vector, is steered along in place of the axis (e.g. a random one, for the null).
     """
     if plain.mode != "sampled" or len(plain.plain) != len(prompts):
         raise ValueError(f"plain must be the sampled Generation of the same {len(prompts)} prompts, got "
                          f"{plain.mode} of {len(plain.plain)}")
     lm = m.lm
     lm.check_layer(layer)
-    q, mu = axis.q[layer, :, 0].double(), axis.core.mean[layer].double()
+    q = (axis.q[layer, :, 0] if direction is None else direction.reshape(-1).to(axis.q)).double()
+    mu = axis.core.mean[layer].double()
     ids_verbs = margin_head(lm).ids  # are, were, is, was
     unembed = lm.model.get_output_embeddings()
     batch = encode(lm, [s.prompt for s in prompts])

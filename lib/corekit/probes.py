@@ -41,6 +41,17 @@ def pca_scores(h: Tensor, k: int) -> Tensor:
     return (hc @ Vt[:k].T).T
 
 
+def random_scores(h: Tensor, k: int, seed: int) -> Tensor:
+    """Return the projections (k, N) of the centred states h (N, d) on k random unit directions (seeded): the family of
+    directions without any learned structure, beside :func:`pca_scores`."""
+    if h.dim() != 2 or k < 1:
+        raise ValueError(f"h must be (N, d) and k ≥ 1, got {tuple(h.shape)} and k={k}")
+    R = torch.randn(k, h.shape[1], generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    R = R / R.norm(dim=1, keepdim=True)
+    hc = h.double().cpu() - h.double().cpu().mean(0)
+    return R @ hc.T
+
+
 @dataclass
 class ProbeResult:
     """Per label: the chosen direction and sign, train AP (the selection figure), test AUROC and test AP."""
@@ -169,6 +180,43 @@ def weighted_auroc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) 
         return np.where(den > 0, (pos * (below + 0.5 * neg)).sum(0) / den, np.nan)
 
 
+def weighted_average_precision(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Return the average precision (B,) of ``scores`` (n,) for binary ``labels`` (n,) with each example counted
+    ``weights`` (B, n) times (tied scores share one threshold, as :func:`average_precision`); NaN where a row weighs
+    no positive."""
+    s, y, W = np.asarray(scores, dtype=float), np.asarray(labels).astype(bool), np.asarray(weights, dtype=float)
+    if s.ndim != 1 or y.shape != s.shape or W.ndim != 2 or W.shape[1] != len(s):
+        raise ValueError(f"scores (n,), labels (n,) and weights (B, n) must agree, got {s.shape}, {y.shape}, {W.shape}")
+    order = np.argsort(-s, kind="mergesort")
+    s_sorted, y_sorted, W = s[order], y[order], W[:, order]
+    ends = np.ones(len(s), dtype=bool)
+    ends[:-1] = s_sorted[:-1] != s_sorted[1:]                 # the last example of each group of tied scores
+    tp, seen = np.cumsum(W * y_sorted, axis=1)[:, ends], np.cumsum(W, axis=1)[:, ends]
+    gained = np.diff(tp, axis=1, prepend=0.0)                 # positives at each threshold
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(seen > 0, tp / np.where(seen > 0, seen, 1.0), 0.0)
+        total = tp[:, -1]
+        return np.where(total > 0, (gained * precision).sum(1) / np.where(total > 0, total, 1.0), np.nan)
+
+
+_WEIGHTED = {"auroc": weighted_auroc, "ap": weighted_average_precision}
+
+
+def bootstrap_macro(a: SplitProbes, labels: np.ndarray, weights: np.ndarray, level: float = 0.95,
+                    metric: str = "auroc") -> tuple[float, tuple[float, float]]:
+    """Return one family's test macro ``metric`` ("auroc" or "ap", mean over labels and splits) and its percentile
+    interval at ``level`` from resampling the contexts by ``weights`` (B, N); the chosen directions stay fixed."""
+    if metric not in _WEIGHTED or not 0 < level < 1:
+        raise ValueError(f"metric must be one of {sorted(_WEIGHTED)} and level in (0, 1), got {metric!r}, {level!r}")
+    point = float((a.auroc() if metric == "auroc" else a.ap()).mean())
+    reps = np.zeros((len(weights), len(a.names)))
+    for test, sa in zip(a.tests, a.test_scores):
+        for i, y in enumerate(labels[:, test]):
+            reps[:, i] += _WEIGHTED[metric](sa[i], y, weights[:, test])
+    lo, hi = np.nanpercentile(reps.mean(1) / len(a.tests), [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return point, (float(lo), float(hi))
+
+
 @dataclass
 class PairedDifference:
     """AUROC of family A minus family B, averaged over splits: per label (L,) and macro (over labels), each with
@@ -183,20 +231,21 @@ class PairedDifference:
 
 
 def paired_bootstrap(a: SplitProbes, b: SplitProbes, labels: np.ndarray, weights: np.ndarray,
-                     level: float = 0.95) -> PairedDifference:
-    """Return the test-AUROC difference A − B (mean over splits) with percentile intervals at ``level`` from
-    resampling the contexts by ``weights`` (B, N): the same resample for both families and every split
-    (paired); the directions chosen on each training half stay fixed."""
+                     level: float = 0.95, metric: str = "auroc") -> PairedDifference:
+    """Return the test-AUROC (``metric`` "auroc") or average-precision ("ap") difference A − B (mean over splits) with
+    percentile intervals at ``level`` from resampling the contexts by ``weights`` (B, N): the same resample for both
+    families and every split (paired); the directions chosen on each training half stay fixed."""
     if a.names != b.names or len(a.tests) != len(b.tests) or labels.shape[0] != len(a.names):
         raise ValueError("a, b and labels must hold the same labels probed on the same splits")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    point = (a.auroc() - b.auroc()).mean(0)
+    if not 0 < level < 1 or metric not in _WEIGHTED:
+        raise ValueError(f"level must be in (0, 1) and metric one of {sorted(_WEIGHTED)}, got {level}, {metric!r}")
+    point = (a.auroc() - b.auroc()).mean(0) if metric == "auroc" else (a.ap() - b.ap()).mean(0)
     reps = np.zeros((len(weights), len(a.names)))
+    weighted = _WEIGHTED[metric]
     for test, sa, sb in zip(a.tests, a.test_scores, b.test_scores):
         W = weights[:, test]
         for i, y in enumerate(labels[:, test]):
-            reps[:, i] += weighted_auroc(sa[i], y, W) - weighted_auroc(sb[i], y, W)
+            reps[:, i] += weighted(sa[i], y, W) - weighted(sb[i], y, W)
     reps /= len(a.tests)
     q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
     macro_reps = reps.mean(1)

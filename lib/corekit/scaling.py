@@ -115,6 +115,54 @@ def compare_laws(p, tau) -> dict[str, float]:
     return {**out, "aic_log": log_aic(tau, log.predict(p), 2), "loo_log": leave_one_out_error(p, tau, log_law_fit)}
 
 
+def aic_difference(p, tau) -> float:
+    """Return AIC(log law) − AIC(power law) (:func:`log_aic`, 2 parameters each) on points p, τ (n,); NaN if the log law fails.
+
+    Both laws are scored only at the fitted moduli (all above the fitted p_c), so the difference is finite
+    for a law with a pole; negative favours the log law.
+    """
+    p, tau = _check_xy(p, tau)
+    try:
+        log = log_law_fit(p, tau)
+    except RuntimeError:
+        return float("nan")
+    return float(log_aic(tau, log.predict(p), 2) - log_aic(tau, power_law_fit(p, tau).predict(p), 2))
+
+
+def power_law_aic_null(p, tau, n_draws: int = 200, seed: int = 0) -> np.ndarray:
+    """Return :func:`aic_difference` (n_draws,) on data drawn from the power law fitted to p, τ (n,), n ≥ 3, without a pole.
+
+    Each draw is the fitted power law times exp(Gaussian noise) whose scale is the fit's residual scatter in
+    log τ (√(RSS / (n − 2))); draws where the log law fails are NaN.
+    """
+    p, tau = _check_xy(p, tau)
+    if len(p) < 3:
+        raise ValueError(f"a scatter estimate needs at least 3 points, got {len(p)}")
+    power = power_law_fit(p, tau)
+    base = np.log(power.predict(p))
+    scale = float(np.sqrt(np.sum((np.log(tau) - base) ** 2) / (len(p) - 2)))
+    rng = np.random.default_rng(seed)
+    return np.array([aic_difference(p, np.exp(base + scale * rng.standard_normal(len(p)))) for _ in range(n_draws)])
+
+
+def collapse_ratio(points: Mapping[tuple[float, float], np.ndarray]) -> float:
+    """Return max / min over points {(p, ω): τ (n,)} of the geometric mean of τ·ω·p (points without a positive τ skipped)."""
+    means = [float(np.exp(np.log(t[t > 0]).mean())) * p * w for (p, w), t in
+             ((k, np.asarray(v, dtype=float)) for k, v in points.items()) if (t > 0).any()]
+    if len(means) < 2:
+        raise ValueError(f"a collapse needs at least two points with a grokked run, got {len(means)}")
+    return max(means) / min(means)
+
+
+def permuted_points(points: Mapping[float, np.ndarray], seed: int = 0) -> dict[float, np.ndarray]:
+    """Return ``points`` {x: τ (n_x,)} with every run's τ permuted among all points, each point keeping n_x runs."""
+    xs = list(points)
+    pooled = np.concatenate([np.asarray(points[x], dtype=float) for x in xs]) if xs else np.zeros(0)
+    shuffled = np.random.default_rng(seed).permutation(pooled)
+    cuts = np.cumsum([len(points[x]) for x in xs])[:-1]
+    return dict(zip(xs, np.split(shuffled, cuts)))
+
+
 def fittable(points: Mapping[float, np.ndarray]) -> bool:
     """Return whether at least two points hold a positive τ (what a two-parameter fit needs)."""
     return sum(bool((np.asarray(t) > 0).any()) for t in points.values()) >= 2

@@ -6,11 +6,10 @@ scikit-learn and SciPy.
 from __future__ import annotations
 
 import numpy as np
-from torch import Tensor
 
 
 def _as_numpy(x) -> np.ndarray:
-    if isinstance(x, Tensor):
+    if hasattr(x, "detach"):                      # a torch tensor (torch is not imported here)
         x = x.detach().cpu().double().numpy()
     return np.asarray(x, dtype=float)
 

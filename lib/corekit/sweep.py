@@ -41,6 +41,9 @@ class SweepSettings:
 
     The model fields are those of :class:`~corekit.models.TransformerConfig`; ``equals_token`` feeds
     [a, b, =] (False: [a, b], the ACE authors' format); ``drop_last`` is :func:`~corekit.train.train_ensemble`'s.
+    ``refine_level`` None evaluates every ``eval_every`` steps, so t_train and t_test are resolved to that;
+    a level in (0, ``threshold``] finds them at their step without evaluating every step
+    (:class:`EvaluateNearCrossings`).
     """
 
     d_model: int = 128
@@ -62,6 +65,7 @@ class SweepSettings:
     margin: int = 500
     eval_every: int = 50
     threshold: float = GROKKING_THRESHOLD
+    refine_level: float | None = None
 
     def __post_init__(self):
         for name in ("max_steps", "margin", "eval_every"):
@@ -69,6 +73,8 @@ class SweepSettings:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold!r}")
+        if self.refine_level is not None and not 0.0 < self.refine_level <= self.threshold:
+            raise ValueError(f"refine_level must be None or in (0, threshold={self.threshold}], got {self.refine_level!r}")
 
 
 @dataclass
@@ -159,9 +165,39 @@ class StopAfterGrokking:
         return all(t is not None and history.steps[-1] - t >= self.margin for t in t_test)
 
 
+class EvaluateNearCrossings:
+    """``dense_eval`` rule for :func:`corekit.train.train_ensemble`: True while a crossing is near and not yet resolved.
+
+    A model's train or test accuracy crosses ``threshold`` at its first evaluated step at or above it; the
+    crossing is *resolved* when the evaluation before that one was the step before (or it is step 0). The
+    rule returns True while some model's latest accuracy is ≥ ``level`` on a curve whose crossing is not
+    resolved, so the trainer evaluates every step there and retraces the coarse window that led in: the
+    crossing found is the one evaluation at every step finds, unless an accuracy below ``level`` at both
+    ends of a coarse window rose to ``threshold`` and fell back below ``level`` inside it.
+    """
+
+    def __init__(self, threshold: float, level: float):
+        if not 0.0 < level <= threshold <= 1.0:
+            raise ValueError(f"need 0 < level <= threshold <= 1, got level={level!r}, threshold={threshold!r}")
+        self.threshold, self.level = threshold, level
+        self._seen, self._last_step, self._resolved = 0, None, None
+
+    def __call__(self, history: History) -> bool:
+        n = len(history.steps)
+        if self._resolved is None or n < self._seen or history.steps[self._seen - 1] != self._last_step:
+            self._seen, self._resolved = 0, np.zeros((2, len(history.test_acc[0])), dtype=bool)  # a retrace: recount
+        for i in range(self._seen, n):
+            if i == 0 or history.steps[i] - history.steps[i - 1] == 1:    # after a gap: unresolved until retraced
+                self._resolved |= np.array([history.train_acc[i], history.test_acc[i]]) >= self.threshold
+        self._seen, self._last_step = n, history.steps[-1]
+        latest = np.array([history.train_acc[-1], history.test_acc[-1]])
+        return bool(((latest >= self.level) & ~self._resolved).any())
+
+
 def _shard_key(specs: Sequence[RunSpec], settings: SweepSettings) -> str:
-    """Return a short hash naming a shard's checkpoint folder."""
-    text = json.dumps({"specs": [asdict(s) for s in specs], "settings": asdict(settings)}, sort_keys=True)
+    """Return a short hash naming a shard's checkpoint folder (``refine_level`` enters only when set)."""
+    fields = {k: v for k, v in asdict(settings).items() if not (k == "refine_level" and v is None)}
+    text = json.dumps({"specs": [asdict(s) for s in specs], "settings": fields}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -201,7 +237,9 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
         betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], drop_last=settings.drop_last,
         eval_every=settings.eval_every,
         eval_train_size=len(train), checkpoint_dir=folder, checkpoint_every=checkpoint_every,
-        stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress)
+        stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress,
+        dense_eval=None if settings.refine_level is None else EvaluateNearCrossings(settings.threshold,
+                                                                                    settings.refine_level))
     t_train, t_test = grokking_times(history, settings.threshold)
     train_acc, test_acc = history.curve("train_acc"), history.curve("test_acc")
     results = []

@@ -111,21 +111,34 @@ class BatchedAdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        """Apply one AdamW update to every model's parameters from their ``.grad``."""
+        """Apply one AdamW update to every model's parameters from their ``.grad``, one ``torch._foreach_*`` call per operation.
+
+        Each operation is the one ``torch.optim.AdamW``'s per-parameter loop applies, on the same tensors,
+        with each model's learning rate, decay and bias corrections broadcast over its parameters.
+        """
         self.step_count += 1
         beta1, beta2 = self.betas
-        corrections: dict[tuple, tuple[Tensor, Tensor]] = {}
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
-            view = (-1,) + (1,) * (p.dim() - 1)
-            key = (p.dtype, p.device)
-            if key not in corrections:
-                corrections[key] = self._bias_corrections(p)
-            bias1, bias2_sqrt = (c.view(view) for c in corrections[key])
-            lr = self.lr.view(view)
-            p.mul_(1 - lr * self.weight_decay.view(view))
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.sub_(lr / bias1 * m / (v.sqrt() / bias2_sqrt + self.eps))
+        groups: dict[tuple, list[int]] = {}
+        for i, p in enumerate(self.params):
+            groups.setdefault((p.dtype, p.device), []).append(i)
+        for idx in groups.values():
+            params = [self.params[i] for i in idx]
+            grads = [p.grad for p in params]
+            exp_avg, exp_avg_sq = [self.exp_avg[i] for i in idx], [self.exp_avg_sq[i] for i in idx]
+            bias1, bias2_sqrt = self._bias_corrections(params[0])
+            lr = self.lr.to(params[0].device)
+            per_model = {"decay": 1 - lr * self.weight_decay.to(lr.device), "step": lr / bias1, "bias2": bias2_sqrt}
+            views = {name: [v.view((-1,) + (1,) * (p.dim() - 1)) for p in params] for name, v in per_model.items()}
+            torch._foreach_mul_(params, views["decay"])
+            torch._foreach_lerp_(exp_avg, grads, 1 - beta1)
+            torch._foreach_mul_(exp_avg_sq, beta2)
+            torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
+            update = torch._foreach_mul(views["step"], exp_avg)
+            denom = torch._foreach_sqrt(exp_avg_sq)
+            torch._foreach_div_(denom, views["bias2"])
+            torch._foreach_add_(denom, self.eps)
+            torch._foreach_div_(update, denom)
+            torch._foreach_sub_(params, update)
 
     @torch.no_grad()
     def reset(self, models: Tensor) -> None:
@@ -294,6 +307,7 @@ def train_ensemble(
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = 1000,
     stop: Callable[[History], bool] | None = None,
+    dense_eval: Callable[[History], bool] | None = None,
     progress: bool = True,
 ) -> History:
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
@@ -315,7 +329,11 @@ def train_ensemble(
     With ``checkpoint_dir`` (made absolute against the current folder) the run saves its state,
     dropout generators included, every ``checkpoint_every`` steps and, when called again with the same
     model, data and settings, resumes from the last checkpoint and ends with the same numbers. ``stop(history)``,
-    asked after every evaluation, ends the run early when it returns True.
+    asked after every evaluation, ends the run early when it returns True. ``dense_eval(history)``, asked after
+    every evaluation, evaluates at every step while it returns True; when it turns True at an evaluation made
+    every ``eval_every`` steps, the run first goes back to the previous evaluation (a copy of the whole training
+    state is kept there) and retraces those steps, the same numbers, evaluating at each, so a crossing inside
+    that window is found at its step (``checkpoint_every`` must then be a multiple of ``eval_every``).
     """
     device = next(model.parameters()).device
     M, N = model.n_models, len(train)
@@ -334,6 +352,9 @@ def train_ensemble(
         raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 and checkpoint_every >= 1 required; "
                          f"got steps={steps}, batch_size={batch_size}, eval_every={eval_every}, "
                          f"checkpoint_every={checkpoint_every}")
+    if dense_eval is not None and checkpoint_every % eval_every:
+        raise ValueError(f"with dense_eval, checkpoint_every ({checkpoint_every}) must be a multiple of eval_every "
+                         f"({eval_every}): a checkpoint is then never inside a window that may be retraced")
     train, test = train.to(device), (test.to(device) if test is not None else None)
     train_eval = Dataset(train.x[:eval_train_size], train.y[:eval_train_size])
     wd_schedule = _weight_decay_schedule(weight_decay, M, device)
@@ -349,7 +370,8 @@ def train_ensemble(
                    **({"drop_last": False} if not drop_last else {}),
                    **({"batch_order": batch_order, "loader_eval_every": loader_eval_every}
                       if batch_order != "seeded" else {}),
-                   **({"loss_outputs": loss_outputs} if loss_outputs is not None else {}))
+                   **({"loss_outputs": loss_outputs} if loss_outputs is not None else {}),
+                   **({"dense_eval": True} if dense_eval is not None else {}))
     state = load_checkpoint(ckpt, device) if ckpt is not None else None
     if state is not None and state["key"] == key and state["step"] <= steps:
         model.load_state_dict(state["model"])
@@ -383,6 +405,20 @@ def train_ensemble(
         record()
     stopped = stop is not None and stop(history)
     batches, loader_gens, epoch_losses = None, None, []
+    dense = dense_eval is not None and dense_eval(history)
+    window, dense_until = None, 0                                # the training state at the last sparse evaluation
+
+    def keep_window() -> dict:
+        return {"step": step, "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                "opt": {k: [t.clone() for t in v] if isinstance(v, list) else v.clone()
+                        for k, v in opt.state_dict().items()},
+                "dropout": model.dropout_state(), "batches": batches, "epoch_losses": list(epoch_losses),
+                "loaders": None if loader_gens is None else [g.get_state() for g in loader_gens],
+                "history": {k: len(v) for k, v in vars(history).items() if isinstance(v, list)},
+                "snapshots": set(history.snapshots)}
+
+    if dense_eval is not None and not dense:
+        window = keep_window()
     while step < steps and not stopped:
         if batch_size == N:                                      # full batch: every model sees (N, T)
             x, y = train.x, train.y
@@ -422,10 +458,31 @@ def train_ensemble(
                 history.epoch_train_loss.append(torch.stack(epoch_losses).mean(0).tolist())
                 epoch_losses = []
         bar.update(1)
-        if step % eval_every == 0 or step == steps or step in snapshot_steps:
+        if step % eval_every == 0 or step == steps or step in snapshot_steps or dense:
             record()
             if test is not None:
                 bar.set_postfix(test_acc=f"{min(history.test_acc[-1]):.3f}–{max(history.test_acc[-1]):.3f}")
+            if dense_eval is not None:
+                was_dense, dense = dense, dense_eval(history) or step < dense_until
+                if dense and not was_dense and step - window["step"] > 1:      # retrace the window, densely
+                    dense_until = step
+                    step, batches, epoch_losses = window["step"], window["batches"], list(window["epoch_losses"])
+                    model.load_state_dict(window["model"])
+                    opt.load_state_dict(window["opt"])
+                    model.load_dropout_state(window["dropout"])
+                    if window["loaders"] is None:
+                        loader_gens = None
+                    else:
+                        for g, state in zip(loader_gens, window["loaders"]):
+                            g.set_state(state)
+                    for name, length in window["history"].items():
+                        del getattr(history, name)[length:]
+                    for snap in set(history.snapshots) - window["snapshots"]:
+                        del history.snapshots[snap]
+                    bar.n = step
+                    continue
+                if not dense:
+                    window = keep_window()
             stopped = stop is not None and stop(history)
         if ckpt is not None and (step % checkpoint_every == 0 or step == steps or stopped):
             save_checkpoint()
@@ -460,7 +517,9 @@ def train_mse(
 
     Inputs x (N, d_in), integer labels (N,); the targets are one-hot rows of width C. Every model
     takes one :class:`BatchedAdamW` step per epoch (full batch); ``history.steps`` counts epochs and
-    the loss curves hold the MSE, the accuracy curves the argmax accuracy.
+    the loss curves hold the MSE, the accuracy curves the argmax accuracy. The training metrics of an
+    evaluated epoch are read from the forward pass that starts the next epoch (the same parameters and
+    inputs, so the same numbers as a separate evaluation, without its cost).
     """
     device = next(model.parameters()).device
     M = model.n_models
@@ -478,27 +537,35 @@ def train_mse(
                        _per_model(weight_decay, M, "weight_decay", device), betas=betas)
     history, snapshot_steps = History(), set(int(s) for s in snapshot_steps)
 
+    def record_train(loss: Tensor, acc: Tensor) -> None:
+        history.train_loss.append(loss.tolist())
+        history.train_acc.append(acc.tolist())
+
     def record(step: int) -> None:
-        with torch.no_grad():
-            history.steps.append(step)
-            loss, acc = _mse_and_accuracy(model(x), target, labels)
-            history.train_loss.append(loss.tolist())
-            history.train_acc.append(acc.tolist())
-            if x_test is not None:
+        history.steps.append(step)
+        if x_test is not None:
+            with torch.no_grad():
                 loss, acc = _mse_and_accuracy(model(x_test), target_test, labels_test)
-                history.test_loss.append(loss.tolist())
-                history.test_acc.append(acc.tolist())
+            history.test_loss.append(loss.tolist())
+            history.test_acc.append(acc.tolist())
         if step in snapshot_steps:
             history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
     model.train()
     record(0)
+    pending = True                       # the training metrics of the last recorded step are still to come
     for step in tqdm(range(1, steps + 1), desc=f"training {M} model(s)", disable=not progress, mininterval=1.0):
-        loss, _ = _mse_and_accuracy(model(x), target, labels)
+        loss, acc = _mse_and_accuracy(model(x), target, labels)
+        if pending:
+            record_train(loss.detach(), acc)
         model.zero_grad(set_to_none=False)
         loss.sum().backward()                                    # models are independent
         opt.step()
-        if step % eval_every == 0 or step == steps or step in snapshot_steps:
+        pending = step % eval_every == 0 or step == steps or step in snapshot_steps
+        if pending:
             record(step)
+    if pending:
+        with torch.no_grad():
+            record_train(*_mse_and_accuracy(model(x), target, labels))
     model.eval()
     return history

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import platform
 import subprocess
@@ -55,12 +56,13 @@ def authors_state(state: dict, m: int, config: dict) -> dict:
     return out
 
 
-def chapter_claims(rows: list[dict], S: int) -> dict:
+def chapter_claims(rows: list[dict], S: int, seeds: list | None = None) -> dict:
     """Return chapter 02's "_authors" claims computed from the authors' own numbers, as the chapter defines them.
 
     Grokking: the first checkpoint where every weight-decay model (the first S) has test accuracy ≥ 0.99;
     before: the first where all fit their training pairs (≥ 0.99), or the one before grokking if
-    that is not earlier; final: the last checkpoint. Growth: final / max(at grokking, 1), mean over seeds.
+    that is not earlier; final: the last checkpoint. Growth: final / max(at grokking, 1). Values are
+    {"seed N": value} over the weight-decay seeds (``seeds``, the first S), as the chapter's claims are.
     """
     get = lambda i, key, models: [rows[i]["models"][m]["authors"][key] for m in models]  # noqa: E731
     w, z = range(S), range(S, 2 * S)
@@ -69,18 +71,18 @@ def chapter_claims(rows: list[dict], S: int) -> dict:
         return {}
     memorised = next((i for i in range(len(rows)) if min(get(i, "train_acc", w)) >= 0.99), 0)
     before, final = memorised if memorised < grok else max(0, grok - 1), len(rows) - 1
-    mean = lambda i, key: float(np.mean(get(i, key, w)))  # noqa: E731
-    growth = lambda key, models: float(np.mean([f / max(g, 1) for f, g in zip(get(final, key, models),  # noqa: E731
-                                                                            get(grok, key, models))]))
-    return {"grok_epoch": rows[grok]["epoch"],
-            "unit_circle_fraction_at_grok_authors": round(mean(grok, "circle"), 3),
-            "unit_circle_fraction_before_authors": round(mean(before, "circle"), 3),
-            "operator_r2_before_authors": round(mean(before, "r2"), 3),
-            "operator_r2_after_authors": round(min(mean(i, "r2") for i in range(grok, len(rows))), 3),
-            "necessary_rank_growth_authors": round(growth("necessary", w), 2),
-            "sufficient_rank_growth_authors": round(growth("sufficient", w), 2),
-            "modes_at_grok_authors": get(grok, "modes", w), "modes_final_authors": get(final, "modes", w),
-            "wd0_necessary_rank_growth_authors": round(growth("necessary", z), 2)}
+    labels = [f"seed {s}" for s in (seeds or list(range(S)))[:S]]
+    per_seed = lambda values: dict(zip(labels, values))  # noqa: E731
+    growth = lambda key, models: per_seed([round(f / max(g, 1), 2) for f, g in zip(get(final, key, models),  # noqa: E731
+                                                                                 get(grok, key, models))])
+    return {"unit_circle_fraction_at_grok_authors": per_seed([round(v, 3) for v in get(grok, "circle", w)]),
+            "operator_r2_before_authors": per_seed([round(v, 3) for v in get(before, "r2", w)]),
+            "operator_r2_after_authors": per_seed([round(min(rows[i]["models"][m]["authors"]["r2"]
+                                                             for i in range(grok, len(rows))), 3) for m in w]),
+            "necessary_rank_growth_authors": growth("necessary", w),
+            "sufficient_rank_growth_authors": growth("sufficient", w),
+            "modes_at_grok_authors": get(grok, "modes", w), "modes_final_authors": per_seed(get(final, "modes", w)),
+            "wd0_necessary_rank_growth_authors": growth("necessary", z)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from corekit.models import BatchedTransformer, TransformerConfig  # noqa: PLC0415
     from corekit.tasks.modular import modular_addition  # noqa: PLC0415
 
+    weights_sha256 = hashlib.sha256(args.checkpoints.read_bytes()).hexdigest()   # names the weights this record read
     export = torch.load(args.checkpoints, weights_only=False)
     config, p = export["config"], export["p"]
     if not (config["causal"] and config["norm"] == "post" and config["qkv_bias"] and config["bias"]):
@@ -123,9 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     model = BatchedTransformer(TransformerConfig(**config), seeds=export["seeds"]).eval()
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     epochs = sorted(export["epochs"]) if not args.epochs else [e for e in sorted(export["epochs"]) if e in args.epochs]
-    record = {"command": "python " + " ".join([str(Path(sys.argv[0]))] + (argv if argv is not None else sys.argv[1:])),
+    from corekit import oracle  # noqa: PLC0415
+    record = {"command": oracle.command_line(sys.argv[0], argv if argv is not None else sys.argv[1:]),
               "authors_repo": "joshseth/cores", "authors_commit": commit, "torch": torch.__version__,
-              "machine": platform.machine(), "p": p, "config": config, "seeds": export["seeds"], "checkpoints": []}
+              "machine": platform.machine(), "weights_sha256": weights_sha256, "p": p, "config": config,
+              "seeds": export["seeds"], "checkpoints": []}
     t0 = time.perf_counter()
     worst = {k: 0.0 for k in KEYS}
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"modes {r['authors']['modes']}/{r['corekit_authors_analysis']['modes']}"
                 for m, r in enumerate(row["models"])), flush=True)
     record["runtime_s"] = round(time.perf_counter() - t0, 1)
-    record["claims"] = chapter_claims(record["checkpoints"], model.n_models // 2)
+    record["claims"] = chapter_claims(record["checkpoints"], model.n_models // 2, export["seeds"])
+    record["grok_epoch"] = next((row["epoch"] for row in record["checkpoints"]
+                                 if min(r["authors"]["acc"] for r in row["models"][:model.n_models // 2]) >= 0.99), None)
     record["max_abs_diff"] = worst
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_grad_enabled(True)
     nlp = load_spacy()
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    record = {"command": "python " + " ".join([str(Path(sys.argv[0]))] + (argv if argv is not None else sys.argv[1:])),
+    from corekit import oracle  # noqa: PLC0415
+    record = {"command": oracle.command_line(sys.argv[0], argv if argv is not None else sys.argv[1:]),
               "authors_repo": "joshseth/cores", "authors_commit": commit, "authors_file": "src/cores/SVA_uni.py",
               "torch": torch.__version__, "machine": platform.machine(), "seeds": [args.seed],
               "n_samples": args.n_samples, "split": "half train, half test (their permutation)",

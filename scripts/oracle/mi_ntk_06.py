@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     X = torch.tensor(ns["gen_total_data"](p)[0])
     weights_dir = args.out.parent / "weights"
     weights_dir.mkdir(parents=True, exist_ok=True)
-    record = {"command": "python " + " ".join([str(Path(sys.argv[0]))] + (argv if argv is not None else sys.argv[1:])),
+    from corekit import oracle  # noqa: PLC0415
+    record = {"command": oracle.command_line(sys.argv[0], argv if argv is not None else sys.argv[1:]),
               "authors_repo": "jylin04/mi-ntk", "authors_commit": commit, "notebook": NOTEBOOK,
               "torch": torch.__version__, "machine": platform.machine(), "threads": args.threads,
               "epochs": args.epochs, "top_k": args.top_k, "seeds": {}}

@@ -9,6 +9,7 @@
 :mod:`.source_hash`   the hash of a notebook, the library modules it imports and its parameters
 :mod:`.runinfo`       the run record: versions, device, threads, git commit, model files and hashes
 :mod:`.site`          staging executed notebooks into a Jupyter Book and building the HTML
+:mod:`.portable`      repository-relative paths in everything a run publishes (no machine's paths)
 :mod:`.publish`       the published edition: results/, the run record on each page, the results page
 ====================  ================================================================================
 

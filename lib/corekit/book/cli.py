@@ -13,10 +13,11 @@ output and, on success only, swaps ``NAME.ipynb``, ``figures/NAME/`` and then ``
 (the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``, written once) into ``DIR``,
 undoing every move if one fails. A failed, interrupted (Ctrl-C) or stopped (SIGTERM) run is kept as
 ``NAME.failed.ipynb`` or ``NAME.interrupted.ipynb`` and leaves the last complete run in place. ``--out``
-may not be the repository root nor lie in its notebooks/, lib/ or results/. ``book`` reuses executed
-notebooks whose ``source_hash`` still matches (re-executing a corrupt one) and builds static HTML.
-``--publish`` and ``book --published`` are the published edition (:mod:`corekit.book.publish`, ``results/``);
-``--publish`` replaces no published run of a larger profile (quick < cpu < paper) unless ``--force``.
+may not be the repository root nor lie in its notebooks/, lib/, results/, book/, .git/ or any other folder
+git tracks. ``book`` reuses executed notebooks whose ``source_hash`` still matches (re-executing a corrupt
+one) and builds static HTML. ``--publish`` and ``book --published`` are the published edition
+(:mod:`corekit.book.publish`, ``results/``); ``--publish`` replaces no published run of a larger profile
+(quick < cpu < paper) unless ``--force``, checked again under a lock on results/ as the run is swapped in.
 """
 from __future__ import annotations
 
@@ -25,22 +26,26 @@ import contextlib
 import json
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import NoReturn
 
-from corekit.book.errors import CorekitError, Interrupted
+from corekit.book.errors import CorekitError, Interrupted, Problems
 from corekit.book.execute import Outputs, SigTerm, Terminated, execute, prepare_out, sigterm_raises, summary
 from corekit.book.notebooks import PROFILES, Notebook, find_root, get_notebook, notebook_names, toc_files, toc_notebooks
-from corekit.book.parameters import effective_parameters, parse_value, read_parameters
+from corekit.book.parameters import check_chapter, effective_parameters, parse_value, read_parameters
+from corekit.book.paramspec import expand_user
 from corekit.book.site import build_html, stage_book
 from corekit.book.source_hash import source_hash
 
 KERNEL = "python3"
-VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
 #: Folders of the repository that ``--out`` may not be or lie in, and why.
 PROTECTED = {"notebooks": "the notebooks' sources", "lib": "the library",
-             "results": "the published runs, which only --publish writes"}
+             "results": "the published runs, which only --publish writes", "book": "the book's pages",
+             ".git": "git's own files"}
+#: The longest --cell-timeout, in seconds (about 31 years); larger values overflow the kernel client's timers.
+MAX_CELL_TIMEOUT_S = 10**9
 
 
 
@@ -73,6 +78,8 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     params = {name: effective_parameters(Notebook(root, name), profile,
                                          {k: v for k, v in overrides.items() if k in declared[name]})
               for name in names}
+    for name in names:
+        check_chapter(Notebook(root, name), params[name])
     if publish:
         check_publishable(root, names, profile, force)
     out = prepare_out(out)
@@ -81,7 +88,7 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
         try:
             print(summary(execute(Notebook(root, name), profile, params[name], out, cell_timeout)), flush=True)
             if publish:
-                publish_executed(root, name, out)
+                publish_executed(root, name, out, profile, force)
         except Interrupted:
             raise
         except CorekitError as err:
@@ -124,12 +131,19 @@ def check_publishable(root: Path, names: list[str], profile: str, force: bool) -
                            f"{remedy} to replace it anyway")
 
 
-def publish_executed(root: Path, name: str, out: Path) -> None:
-    """Replace the published run of ``name`` in ``results/`` with the one just executed into ``out``, saying which."""
+def publish_executed(root: Path, name: str, out: Path, profile: str, force: bool) -> None:
+    """Replace the published run of ``name`` in ``results/`` with the ``profile`` run just executed into ``out``, saying
+    which; under a lock on results/, refuse (unless ``force``) when a larger profile's run was published meanwhile."""
     from corekit.book import publish
 
-    previous = published_record(root, name)
-    publish.publish(root, publish.executed_run(out, name))
+    with publish.results_locked(root):
+        try:
+            check_publishable(root, [name], profile, force)
+        except CorekitError as err:
+            raise CorekitError(f"{err}; it was published while this run executed: this run is not published (its "
+                               f"outputs are in {out})") from None
+        previous = published_record(root, name)
+        publish.publish(root, publish.executed_run(out, name))
     if previous:
         print(f"{name}: replaced the published {previous[0]}-profile run (commit {previous[1]})", flush=True)
 
@@ -140,14 +154,35 @@ def checked_out(root: Path, text: str | None, profile: str) -> Path:
         return default_dir(root, "executed", profile)
     if not text.strip():
         raise CorekitError(f"--out {text!r}: an empty path; name a folder, e.g. --out _build/executed/{profile}")
-    out = Path(text).expanduser().absolute().resolve()
+    try:
+        out = expand_user(text).absolute().resolve()
+    except ValueError as err:
+        raise CorekitError(f"--out {text!r}: {err}") from None
     if out == root:
         raise CorekitError(f"--out {out}: the repository root; name a folder of its own, e.g. _build/executed/{profile}")
     for folder, what in PROTECTED.items():
         if out.is_relative_to(root / folder):
-            raise CorekitError(f"--out {out}: inside {folder}/ ({what}); name a folder outside notebooks/, lib/ "
-                               "and results/")
+            raise CorekitError(f"--out {out}: inside {folder}/ ({what}); name a folder outside "
+                               f"{', '.join(f + '/' for f in PROTECTED)} and every folder git tracks")
+    tracked = tracked_folder(root, out)
+    if tracked:
+        raise CorekitError(f"--out {out}: inside {tracked}/, a folder of the repository that git tracks; name a folder "
+                           f"git ignores or one outside the repository, e.g. _build/executed/{profile}")
     return out
+
+
+def tracked_folder(root: Path, out: Path) -> str | None:
+    """Return the top folder of the repository ``out`` lies in when git tracks files in it (None otherwise, and
+    where git or the repository is missing)."""
+    if not out.is_relative_to(root) or out == root:
+        return None
+    top = out.relative_to(root).parts[0]
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", f"{top}/"], capture_output=True,
+                                timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return top if listed.returncode == 0 and listed.stdout else None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -164,12 +199,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_all(root, args.profile, overrides, out, args.cell_timeout, args.publish, args.force)
     nb = get_notebook(root, args.notebook)
     params = effective_parameters(nb, args.profile, overrides)
+    check_chapter(nb, params)
     if args.publish:
         check_publishable(root, [nb.name], args.profile, args.force)
     metrics = execute(nb, args.profile, params, out, args.cell_timeout)
     print(summary(metrics))
     if args.publish:
-        publish_executed(root, nb.name, out)
+        publish_executed(root, nb.name, out, args.profile, args.force)
     return 0
 
 
@@ -237,8 +273,8 @@ def cmd_book(args: argparse.Namespace) -> int:
     executed_dir = prepare_out(args.executed or default_dir(root, "executed", args.profile), "--executed")
     out = prepare_out(args.out or default_dir(root, "book", args.profile))
     names = toc_notebooks(root)
-    for name in names:
-        effective_parameters(Notebook(root, name), args.profile, {})    # every profile checked before any run
+    for name in names:                                                 # every profile checked before any run
+        check_chapter(Notebook(root, name), effective_parameters(Notebook(root, name), args.profile, {}))
     for name in names:
         ensure_executed(Notebook(root, name), args.profile, executed_dir, args.cell_timeout)
     runs = {name: publish.executed_run(executed_dir, name) for name in names}
@@ -282,6 +318,9 @@ def positive_seconds(text: str) -> int:
         value = float("nan")
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    if value > MAX_CELL_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CELL_TIMEOUT_S:,} seconds (about 31 years; leave "
+                                         f"--cell-timeout out for no limit), got {text!r}")
     return math.ceil(value)
 
 
@@ -304,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a parameter; VALUE is YAML, e.g. -p seeds '[0, 1]' (overrides the profile)")
     run.add_argument("--out", metavar="DIR", help="output folder (default _build/executed/PROFILE; not the repository "
-                     "root nor in its notebooks/, lib/ or results/)")
+                     "root nor in its .git/ or a folder git tracks, such as notebooks/, lib/, results/ or book/)")
     run.add_argument("--publish", action="store_true",
                      help="on success, replace the notebook's published run in results/NAME/ (no -p allowed; "
                           "not a run of a larger profile, quick < cpu < paper, without --force)")
@@ -335,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sigterm_raises():
             return COMMANDS[args.command](args)
+    except Problems as err:
+        for problem in err.problems:
+            fail(problem, err.exit_code)
+        return err.exit_code
     except CorekitError as err:
         return fail(str(err), err.exit_code)
     except SigTerm:

@@ -18,3 +18,11 @@ class Interrupted(CorekitError):
     """A run stopped by Ctrl-C (SIGINT): exit status 130, as a shell reports it."""
 
     exit_code = 130
+
+
+class Problems(CorekitError):
+    """Several bad files or values found at once: one ``corekit: error: ...`` line each, exit status 2."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)

@@ -16,23 +16,43 @@ from typing import Any, Iterator, NoReturn
 
 from corekit.book.errors import CorekitError, ExecutionFailed, Interrupted
 from corekit.book.notebooks import Notebook
-from corekit.book.paramspec import OUTPUT_DIR
+from corekit.book.paramspec import OUTPUT_DIR, expand_user
 from corekit.book.source_hash import source_hash
+from corekit.claims import VERDICT_STYLE, verdict_of
 
 KERNEL = "python3"
-VERDICTS = {True: "pass", False: "FAIL", None: "reported"}
 #: Folders of the repository that ``--out`` may not be or lie in, and why.
 PROTECTED = {"notebooks": "the notebooks' sources", "lib": "the library",
              "results": "the published runs, which only --publish writes"}
 
 
 
+def check_paired(nb: Notebook) -> None:
+    """Raise unless the paired .ipynb, where there is one, holds the code cells of the .py (the source a run executes):
+    an edit made in one file only would otherwise run, or be lost, unnoticed."""
+    if not nb.ipynb.is_file():
+        return
+    import jupytext
+    import nbformat
+
+    py, ipynb = (path.relative_to(nb.root) for path in (nb.py, nb.ipynb))
+    sync = f"bring them together with `jupytext --sync {py}`, which keeps the cells of the newer file"
+    try:
+        paired = [c.source for c in nbformat.read(nb.ipynb, as_version=4).cells if c.cell_type == "code"]
+    except (OSError, ValueError) as err:
+        raise CorekitError(f"{ipynb} is not a readable notebook ({type(err).__name__}); {sync}") from None
+    source = [c.source for c in jupytext.read(nb.py).cells if c.cell_type == "code"]
+    if paired != source:
+        cell = next((i for i, (a, b) in enumerate(zip(paired, source)) if a != b), min(len(paired), len(source)))
+        newer = ipynb if nb.ipynb.stat().st_mtime > nb.py.stat().st_mtime else py
+        raise CorekitError(f"{ipynb} differs from {py} in code cell {cell + 1} (the .py is the source a run executes); "
+                           f"{sync} (now {newer})")
+
+
 @contextlib.contextmanager
 def executable_ipynb(nb: Notebook) -> Iterator[Path]:
-    """Yield an .ipynb for papermill: the paired file if current, else a fresh conversion of the .py."""
-    if nb.ipynb.is_file() and nb.ipynb.stat().st_mtime >= nb.py.stat().st_mtime:
-        yield nb.ipynb
-        return
+    """Yield an .ipynb for papermill converted from the .py, the source of truth (:func:`check_paired` has made sure
+    that the paired .ipynb says the same)."""
     import jupytext
 
     with tempfile.TemporaryDirectory(prefix="corekit-") as tmp:
@@ -198,7 +218,10 @@ class Outputs:
 
 def prepare_out(out: Path, option: str = "--out") -> Path:
     """Return ``out`` made absolute and created; raise naming ``option`` unless files can be written there."""
-    out = out.expanduser().absolute()
+    try:
+        out = expand_user(str(out)).absolute()
+    except ValueError as err:
+        raise CorekitError(f"{option} {out}: {err}") from None
     if out.exists() and not out.is_dir():
         raise CorekitError(f"{option} {out}: exists and is not a folder")
     try:
@@ -244,11 +267,16 @@ def staging_folder(out: Path, name: str) -> Iterator[Path]:
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    """Write ``data`` as JSON to ``path`` in one step: a temporary file beside it, then ``os.replace``."""
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                     delete=False) as tmp:
-        tmp.write(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp.name, path)
+    """Write ``data`` as JSON to ``path`` in one step: a temporary file beside it, then ``os.replace``; the file gets
+    the mode of any file created here (0666 less the umask), as the executed notebook and figures do."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w") as file:
+            file.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def finish_metrics(nb: Notebook, path: Path, profile: str, params: dict, runtime_s: float) -> dict:
@@ -320,6 +348,7 @@ def install(run: Outputs, final: Outputs, metrics: dict) -> None:
 
 def execute(nb: Notebook, profile: str, params: dict, out: Path, cell_timeout: float | None = None) -> dict:
     """Return the metrics of ``nb`` executed into ``out`` (NAME.ipynb, NAME.metrics.json, figures/NAME), all or nothing."""
+    check_paired(nb)
     out = prepare_out(out)
     final = Outputs(out, nb.name)
     shown = " ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) or "notebook defaults"
@@ -363,7 +392,7 @@ def summary(metrics: dict) -> str:
     ids = [c["id"] for c in claims]
     measured = [_short(c.get("measured")) for c in claims]
     id_width, value_width = (max(map(len, column), default=0) for column in (ids, measured))
-    lines += [f"  {i:<{id_width}}  {m:<{value_width}}  {VERDICTS.get(c.get('pass'), '?')}"
+    lines += [f"  {i:<{id_width}}  {m:<{value_width}}  {VERDICT_STYLE[verdict_of(c)][0]}"
               for i, m, c in zip(ids, measured, claims, strict=True)]
     return "\n".join(lines)
 

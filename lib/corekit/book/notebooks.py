@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from corekit.book.errors import CorekitError
+from corekit.book.paramspec import expand_user
 
 #: Environment variable naming the book's root folder (holding ``_toc.yml`` and ``notebooks/``).
 ROOT_ENV = "COREKIT_ROOT"
@@ -78,13 +79,24 @@ def notebook_names(root: Path) -> list[str]:
 
 
 def get_notebook(root: Path, name: str) -> Notebook:
-    """Return the notebook called ``name`` (its .py or .ipynb file name or path also works)."""
-    stem = Path(name).stem if name.endswith((".py", ".ipynb")) else Path(name).name
+    """Return the notebook called ``name``: its name, its .py or .ipynb file name, or a path to one of its files in the
+    book's notebooks/ (a path elsewhere names another copy, which ``corekit`` does not run)."""
+    path = Path(name)
+    stem = path.stem if name.endswith((".py", ".ipynb")) else path.name
     names = notebook_names(root)
     if stem not in names:
         valid = ", ".join(names) or "(none: notebooks/ holds no NN_name.py)"
         raise CorekitError(f"unknown notebook {name!r}; valid notebooks: {valid}, or 'all'")
-    return Notebook(root, stem)
+    nb = Notebook(root, stem)
+    if len(path.parts) > 1:
+        try:
+            target = expand_user(name).resolve()
+        except ValueError as err:
+            raise CorekitError(f"notebook {name!r}: {err}") from None
+        if target not in {p.resolve() for p in (nb.py, nb.ipynb, nb.folder / stem)}:
+            raise CorekitError(f"notebook {name!r}: not a file of this book (its notebooks are {nb.folder}/NN_name.py); "
+                               f"to run the book's own, name it: corekit run {stem}")
+    return nb
 
 
 def toc_files(root: Path) -> list[str]:

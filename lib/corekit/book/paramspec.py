@@ -231,8 +231,16 @@ def check(value: Any, rule: Accepts, cwd: Path) -> Any:
     if problem:
         raise ValueError(f"expected {rule.describe()}, got {show(value)} ({problem})")
     if rule.path and isinstance(value, str) and value:
-        return str((cwd / Path(value).expanduser()).resolve())
+        return str((cwd / expand_user(value)).resolve())
     return value
+
+
+def expand_user(text: str) -> Path:
+    """Return ``text`` as a path with a leading ``~`` or ``~user`` expanded; raise ValueError when it names no user here."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:                       # pathlib: "Could not determine home directory."
+        raise ValueError(f"cannot expand {text.split('/', 1)[0]!r}: no such user on this machine") from None
 
 
 def show(value: Any) -> str:

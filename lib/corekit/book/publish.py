@@ -14,23 +14,26 @@ date, and a warning when the sources changed since the run) and writes the resul
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
-import html
 import json
+import os
 import re
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from corekit import oracle
-from corekit.book.errors import CorekitError
-from corekit.book.notebooks import Notebook, toc_files, toc_notebooks
-from corekit.book.parameters import accepted_values, effective_parameters
+from corekit.book.errors import CorekitError, Problems
+from corekit.book.notebooks import PROFILES, Notebook, toc_files, toc_notebooks
+from corekit.book.parameters import accepted_values, effective_parameters, read_profile
+from corekit.book.portable import portable_parameters, portable_value
 from corekit.book.site import build_html, stage_book, stage_notebook
 from corekit.book.source_hash import source_hash
-from corekit.claims import format_value
+from corekit.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, null_text, verdict_of
 
 #: Folder of the published runs, under the book's root.
 RESULTS = "results"
@@ -42,8 +45,8 @@ SIZE_WARNING_BYTES = 3 * 2**20
 VALUE_WIDTH = 60
 #: Characters that markdown or MyST would read as markup inside a table cell (escaped with a backslash).
 MARKUP = re.compile(r"[\\`*_{}\[\]<>|$~]")
-VERDICTS = {True: '<span class="corekit-pass">pass</span>', False: '<span class="corekit-fail">FAIL</span>',
-            None: '<span class="corekit-reported">reported</span>'}
+#: How each verdict is shown in a table.
+VERDICT_HTML = {v: f'<span class="corekit-{v}">{label}</span>' for v, (label, _) in VERDICT_STYLE.items()}
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,31 @@ def executed_run(executed_dir: Path, name: str) -> Run:
 # Publishing a run
 
 
-def tidy_notebook(source: Path, target: Path) -> int:
+def tidy_notebook(source: Path, target: Path, root: Path) -> int:
     """Write ``source`` to ``target`` with every progress bar collapsed to its final line; return its bytes."""
-    stage_notebook(source, target)
+    stage_notebook(source, target, root)
     return target.stat().st_size
+
+
+@contextlib.contextmanager
+def results_locked(root: Path) -> Iterator[None]:
+    """While entered, hold the lock on ``results/`` that publishing takes (a second publish waits for the first)."""
+    import fcntl
+
+    folder = root / RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                           # closing the folder releases the lock
+
+
+def run_folders(ipynb: Path) -> tuple[Path, ...]:
+    """Return the private folders an executed notebook ran in (papermill's ``output_path``, ``input_path`` parents)."""
+    meta = json.loads(ipynb.read_text()).get("metadata", {}).get("papermill", {})
+    return tuple(Path(meta[key]).parent for key in ("output_path", "input_path") if isinstance(meta.get(key), str))
 
 
 def publish(root: Path, executed: Run) -> Path:
@@ -121,8 +145,10 @@ def publish(root: Path, executed: Run) -> Path:
         if leftover.exists():
             shutil.rmtree(leftover)
     new.mkdir(parents=True)
-    size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb")
+    size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb", root)
     metrics = executed.metrics
+    metrics = portable_value({**metrics, "parameters": portable_parameters(metrics.get("parameters") or {}, root)},
+                             root, (executed.metrics_path.parent, *run_folders(executed.ipynb)))
     figures = executed.figure_files()
     metrics["figures"] = [p.name for p in figures]
     (new / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
@@ -229,7 +255,22 @@ def record_markdown(nb: Notebook, run: Run) -> str:
     if reason:
         lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
                   f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", verdict_box(metrics)])
+
+
+def verdict_box(metrics: dict) -> str:
+    """Return the MyST box that opens a chapter with its verdict: the counts by verdict (the run's metrics) and,
+    folded, every claim that is not a pass with the run's reason for it."""
+    counts = tally(metrics)
+    lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
+             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page)."]
+    open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
+    if open_claims:
+        lines += ["", ":::{admonition} Why the claims that do not pass do not pass", ":class: dropdown"]
+        lines += [f"- `{c['id']}` ({VERDICT_STYLE[verdict_of(c)][0]}): "
+                  f"{cell(c.get('reason') or c.get('why') or 'no reason recorded', None)}" for c in open_claims]
+        lines += [":::"]
+    return "\n".join(lines + ["::::"])
 
 
 def inject_record(staged: Path, markdown: str) -> None:
@@ -268,18 +309,18 @@ def cell(value: object, width: int | None = VALUE_WIDTH) -> str:
 
 def id_cell(claim_id: str) -> str:
     """Return a claim id as inline code that a narrow column may break only after an underscore or before a bracket."""
-    parts = re.split(r"(?<=_)|(?=\[)", claim_id)
-    return '<code class="docutils literal notranslate">' + "<wbr>".join(html.escape(p) for p in parts) + "</code>"
+    return f'<code class="docutils literal notranslate">{id_html(claim_id)}</code>'
 
 
 def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | None = None) -> list[str]:
     """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
     weights (a claim's own ``authors`` value, else ``oracle`` {claim id: value} from ``results/oracle/``), quick
-    run, target in full with the notebook's reason for a failure, verdict."""
+    run, the null's value, target in full with the run's reason for any verdict but pass, verdict."""
     oracle = oracle or {}
     authors = any("authors" in c or c["id"] in oracle for c in shown.get("claims", []))
+    nulls = any(null_text(c) for c in shown.get("claims", []))
     header = (["claim", "paper", label] + (["authors' code"] if authors else []) + (["quick run"] if quick else [])
-              + ["target", "verdict"])
+              + (["null"] if nulls else []) + ["target", "verdict"])
     quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for claim in shown.get("claims", []):
@@ -288,26 +329,56 @@ def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | Non
             values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
         if quick:
             values.append(cell(quick_values.get(claim["id"], "not measured")))
+        if nulls:
+            values.append(cell(null_text(claim)))
         target = cell(claim.get("target", ""), None)
-        if claim.get("why"):
-            target += f" *Why it fails:* {cell(claim['why'], None)}"
-        values += [target, VERDICTS.get(claim.get("pass"), "?")]
+        reason = claim.get("reason") or claim.get("why")
+        if reason:
+            target += f" *{cell(reason, None)}*"
+        values += [target, VERDICT_HTML[verdict_of(claim)]]
         rows.append("| " + " | ".join(values) + " |")
     return rows
 
 
-def oracle_claims(run: Run, folder: Path | None) -> dict:
-    """Return {claim id: the authors' value} from the chapter's record in ``folder`` (results/oracle/), if made for
-    this run's modulus."""
+def oracle_record(run: Run, folder: Path | None) -> dict | None:
+    """Return the chapter's authors'-code record in ``folder`` (results/oracle/), if made for this run's modulus."""
     if folder is None:
-        return {}
+        return None
     try:
         record = oracle.load(run.name[:2], folder)
     except ValueError:
-        return {}
+        return None
     if not record or record.get("p") not in (None, run.metrics.get("parameters", {}).get("p")):
+        return None
+    return record
+
+
+def oracle_staleness(run: Run, record: dict) -> str | None:
+    """Return why an authors'-code record made on a run's exported checkpoints is not of this run's weights (its
+    ``weights_sha256`` against the run's ``exports``), or None when it is, or was not made on exported weights."""
+    if "checkpoints" not in record:
+        return None
+    exported = ((run.metrics.get("exports") or {}).get("checkpoints") or {}).get("sha256")
+    made_on = record.get("weights_sha256")
+    if not made_on:
+        return "the record does not name the sha256 of the weights it read"
+    if not exported:
+        return "this run records no exported checkpoints to compare with"
+    if made_on != exported:
+        return f"it read weights with sha256 {made_on[:12]}…, this run exported {exported[:12]}…"
+    return None
+
+
+def oracle_claims(run: Run, folder: Path | None) -> dict:
+    """Return {claim id: the authors' value} from the chapter's record in ``folder`` (results/oracle/), each marked
+    "(stale)" when the record was made on other weights than this run's (:func:`oracle_staleness`)."""
+    record = oracle_record(run, folder)
+    if record is None:
         return {}
-    return dict(record.get("claims") or {})
+    values = dict(record.get("claims") or {})
+    if oracle_staleness(run, record):
+        return {k: f"{format_value(v)} (stale)" for k, v in values.items()}
+    return values
 
 
 def title(run: Run) -> str:
@@ -341,31 +412,37 @@ HEADLINE_FIGURES = {
     "08_two_lenses": ("per_parameter_alignment", "How much of the ACE core of the final residual stream each "
                       "parameter's leading eNTK eigenvectors hold, against random subspaces."),
 }
-#: Bar colours of the tally figure: pass, fail, reported.
-TALLY_COLOURS = ("#1a7f37", "#cf222e", "#8c959f")
+#: Bar colours of the tally figure, one per verdict (:data:`corekit.claims.VERDICTS`).
+TALLY_COLOURS = tuple(VERDICT_STYLE[v][1] for v in VERDICTS)
 
 
 def tally(metrics: dict) -> dict[str, int]:
-    """Return {"pass", "fail", "reported": number of the run's claims with that verdict}."""
-    verdicts = [c.get("pass") for c in metrics.get("claims", [])]
-    return {"pass": verdicts.count(True), "fail": verdicts.count(False), "reported": verdicts.count(None)}
+    """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.claims.VERDICTS`."""
+    verdicts = [verdict_of(c) for c in metrics.get("claims", [])]
+    return {v: verdicts.count(v) for v in VERDICTS}
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """Return "3 pass, 1 fail, 2 uninformative, ..." for the non-zero verdict counts (tested ones first)."""
+    return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v)) or "no claims"
 
 
 def verdict_line(metrics: dict, shown: int = 3) -> str:
-    """Return the chapter's one-line verdict: "reproduces", "reproduces except …" or "does not reproduce: …"."""
+    """Return the chapter's one-line verdict: how many tested claims pass, and which do not and how."""
     counts = tally(metrics)
-    failing = [c["id"] for c in metrics.get("claims", []) if c.get("pass") is False]
-    named = ", ".join(f"`{i}`" for i in failing[:shown]) + (f" and {len(failing) - shown} more"
-                                                            if len(failing) > shown else "")
-    if not counts["pass"] and not failing:
+    tested = sum(counts[v] for v in VERDICTS if v != "reported")
+    if not tested:
         return "reported only (no tested claim)"
-    if not failing:
-        return "reproduces"
-    if not counts["pass"]:
-        return f"does not reproduce: {named}"
-    if counts["fail"] > counts["pass"]:
-        return f"mostly does not reproduce ({counts['pass']} of {counts['pass'] + counts['fail']} pass): {named}"
-    return f"reproduces except {named}"
+    if counts["pass"] == tested:
+        return f"all {tested} tested claims pass"
+    parts = []
+    for v in ("fail", "uninformative", "undecided"):
+        ids = [c["id"] for c in metrics.get("claims", []) if verdict_of(c) == v]
+        if ids:
+            named = ", ".join(f"`{i}`" for i in ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown
+                                                                  else "")
+            parts.append(f"{len(ids)} {v} ({named})")
+    return f"{counts['pass']} of {tested} tested claims pass; " + "; ".join(parts)
 
 
 #: Chapters whose claims test hypotheses of this book, not a paper's: counted apart from the reproduction.
@@ -376,18 +453,22 @@ def front_tally(runs: dict[str, Run]) -> str:
     """Return the front page's sentence: how many of the papers' tested claims the shown runs reproduce, and apart from
     them how many of the book's own hypotheses (:data:`OWN_HYPOTHESES`) hold."""
     def total(names):
-        return {k: sum(tally(runs[n].metrics)[k] for n in names) for k in ("pass", "fail", "reported")}
+        return {k: sum(tally(runs[n].metrics)[k] for n in names) for k in VERDICTS}
+
+    def tested(counts):
+        return sum(counts[v] for v in VERDICTS if v != "reported")
 
     papers = total([n for n in runs if n not in OWN_HYPOTHESES])
     kind = "published runs" if all(run.published for run in runs.values()) else "runs this book shows"
-    sentence = (f"{papers['pass']} of {papers['pass'] + papers['fail']} tested claims reproduce on the {kind} "
-                f"({papers['fail']} fail; {papers['reported']} more figures are reported, not tested).")
+    others = ", ".join(f"{papers[v]} {v}" for v in ("fail", "uninformative", "undecided"))
+    sentence = (f"{papers['pass']} of {tested(papers)} tested claims reproduce on the {kind} "
+                f"({others}; {papers['reported']} more figures are reported, not tested).")
     own = [n for n in runs if n in OWN_HYPOTHESES]
     if own:
         mine = total(own)
         sentence += (f" Apart from them, chapter{'s' * (len(own) > 1)} {', '.join(n[:2] for n in own)} "
                      f"test{'s' * (len(own) == 1)} hypotheses of this book, not of a paper: "
-                     f"{mine['pass']} of {mine['pass'] + mine['fail']} hold.")
+                     f"{mine['pass']} of {tested(mine)} hold.")
     return sentence
 
 
@@ -402,13 +483,13 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
     counts = [tally(runs[n].metrics) for n in names]
     fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(names) + 1.0), layout="constrained")
     left = [0] * len(names)
-    for key, colour in zip(("pass", "fail", "reported"), TALLY_COLOURS):
+    for key, colour in zip(VERDICTS, TALLY_COLOURS):
         widths = [c[key] for c in counts]
         ax.barh(names, widths, left=left, color=colour, label=key)
         left = [a + b for a, b in zip(left, widths)]
     ax.invert_yaxis()
     ax.set_xlabel("claims")
-    ax.legend(ncol=3, loc="lower right", fontsize=8)
+    ax.legend(ncol=len(VERDICTS), loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False)
     fig.savefig(path, dpi=150, facecolor="white")
     plt.close(fig)
     return path
@@ -416,8 +497,8 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
 
 def overview_table(runs: dict[str, Run]) -> list[str]:
     """Return the markdown rows of the per-chapter overview: run record, counts and verdict."""
-    rows = ["| chapter | profile | runtime | commit | pass | fail | reported | verdict |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| chapter | profile | runtime | commit | " + " | ".join(VERDICTS) + " | verdict |",
+            "|---|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
     for name, run in runs.items():
         metrics = run.metrics
         env = metrics.get("environment") or {}
@@ -426,8 +507,7 @@ def overview_table(runs: dict[str, Run]) -> list[str]:
         counts = tally(metrics)
         rows.append(f"| {{doc}}`{name[:2]} <../notebooks/{name}>` | {metrics.get('profile', '?')} | "
                     f"{duration(metrics.get('runtime_s'))} | "
-                    f"{commit} | {counts['pass']} | {counts['fail']} | {counts['reported']} | "
-                    f"{verdict_line(metrics)} |")
+                    f"{commit} | " + " | ".join(str(counts[v]) for v in VERDICTS) + f" | {verdict_line(metrics)} |")
     return rows
 
 
@@ -459,7 +539,8 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
              ""]
     if tally_image:
         lines += [f":::{{figure}} {tally_image}", ":alt: claims per chapter", ":width: 100%", "",
-                  "Claims per chapter: pass (green), fail (red), reported without a test (grey).", ":::", ""]
+                  "Claims per chapter by verdict: pass (green), uninformative (its null passes too; ochre), fail "
+                  "(red), undecided at this profile (blue), reported without a test (grey).", ":::", ""]
     lines += table_box(overview_table(runs)) + [""]
     for name, run in runs.items():
         metrics = run.metrics
@@ -475,7 +556,12 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
                       ""]
         record = oracle_claims(run, oracle_dir)
         lines += table_box(claims_table(metrics, label, quick.get(name) if run.published else None, record))
-        if record:
+        stale = record and oracle_staleness(run, oracle_record(run, oracle_dir))
+        if stale:
+            lines += ["", f"The authors' column of claims the run does not carry itself comes from "
+                      f"`results/oracle/{name[:2]}.json`, which is **stale** ({stale}): its values, marked (stale), "
+                      f"are of other weights than this run's; rerun its script on this run's exported checkpoints."]
+        elif record:
             lines += ["", f"The authors' column of claims the run does not carry itself comes from "
                       f"`results/oracle/{name[:2]}.json`: the authors' own code on this run's weights."]
         lines.append("")
@@ -487,7 +573,7 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
     front page's tally (the ``claims_tally`` substitution)."""
     for name, run in runs.items():
         inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
-    set_substitutions(stage, {"claims_tally": front_tally(runs)} | claim_substitutions(runs))
+    set_substitutions(stage, {"claims_tally": front_tally(runs)} | claim_substitutions(runs, root))
     if RESULTS_PAGE not in toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
@@ -532,15 +618,42 @@ def measured_markdown(claim: dict) -> str:
             return "\n".join(rows)
     if isinstance(value, dict) and value and all(isinstance(v, (int, float)) for v in value.values()):
         return "\n".join(["| | value |", "|---|---:|"] + [f"| {cell(k)} | {cell(v)} |" for k, v in value.items()])
-    verdict = {True: " (pass)", False: " (FAIL)"}.get(claim.get("pass"), "")
+    verdict = verdict_of(claim)
+    verdict = "" if verdict == "reported" else f" ({VERDICT_STYLE[verdict][0]})"
     return cell(value, None) + verdict
 
 
-def claim_substitutions(runs: dict[str, Run]) -> dict[str, str]:
+def declared_claim_ids(py: Path) -> list[str]:
+    """Return the literal claim ids a notebook source records (``claims.check`` / ``claims.report`` with a string id)."""
+    import ast
+
+    ids = []
+    for node in ast.walk(ast.parse(py.read_text())):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("check", "report") and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "claims" and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            ids.append(node.args[0].value)
+    return ids
+
+
+#: What a prose page shows for a claim the notebook records now but the shown (stale) run predates.
+NOT_IN_STALE_RUN = "*not measured by the run shown, which predates this claim (the chapter awaits republishing)*"
+
+
+def claim_substitutions(runs: dict[str, Run], root: Path | None = None) -> dict[str, str]:
     """Return {``claim_NN_id``: its measured value} for every claim of every shown run, so that a prose page quotes
-    the run's own numbers (``{{ claim_08_cost_seconds }}``) and a renamed claim fails the build instead of going stale."""
-    return {substitution_key(name, c["id"]): measured_markdown(c)
-            for name, run in runs.items() for c in run.metrics.get("claims", [])}
+    the run's own numbers (``{{ claim_08_cost_seconds }}``) and a renamed claim fails the build instead of going stale.
+    Given the book's ``root``, a run older than its sources also gets :data:`NOT_IN_STALE_RUN` for each claim id its
+    notebook records now and the run lacks (a current run lacking one still fails the build)."""
+    texts = {substitution_key(name, c["id"]): measured_markdown(c)
+             for name, run in runs.items() for c in run.metrics.get("claims", [])}
+    for name, run in runs.items() if root is not None else ():
+        nb = Notebook(root, name)
+        if nb.py.is_file() and stale_reason(nb, run.metrics):
+            for claim_id in declared_claim_ids(nb.py):
+                texts.setdefault(substitution_key(name, claim_id), NOT_IN_STALE_RUN)
+    return texts
 
 
 def quick_metrics(executed_dir: Path, names: list[str]) -> dict[str, dict]:
@@ -581,10 +694,103 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
     return runs
 
 
+#: A call that records a claim in a notebook's source: a notebook with one must publish claims.
+CLAIM_CALL = re.compile(r"\bclaims\.(?:add|check|report)\(")
+
+
+def claim_problems(metrics: dict) -> list[str]:
+    """Return what is wrong with the claims of a metrics file: a claim without an id, or with no verdict of the known
+    set (``verdict`` one of :data:`corekit.claims.VERDICTS`, else the older ``pass``: true, false or null)."""
+    problems = []
+    for i, claim in enumerate(metrics["claims"]):
+        if not isinstance(claim, dict) or not isinstance(claim.get("id"), str) or not claim["id"]:
+            problems.append(f"claim {i} has no id")
+        elif "verdict" in claim and claim["verdict"] not in VERDICTS:
+            problems.append(f"claim {claim['id']!r} has the verdict {claim['verdict']!r}, none of {', '.join(VERDICTS)}")
+        elif "verdict" not in claim and not any(claim.get("pass", "") is v for v in (True, False, None)):
+            problems.append(f"claim {claim['id']!r} has no verdict (pass: true, false or null)")
+    return problems
+
+
+def metrics_problems(root: Path, run: Run) -> list[str]:
+    """Return one line per problem of the run's metrics file (and of the profile file it names), naming the file."""
+    try:
+        metrics = run.metrics
+    except CorekitError as err:
+        return [str(err)]
+    missing = [key for key in ("profile", "source_hash", "claims") if key not in metrics]
+    if missing:
+        return [f"{run.metrics_path}: not a metrics file of a run: it lacks {', '.join(missing)}"]
+    problems = [f"{run.metrics_path}: {problem}" for problem in claim_problems(metrics)]
+    py = Notebook(root, run.name).py
+    if not metrics["claims"] and py.is_file() and CLAIM_CALL.search(py.read_text()):
+        problems.append(f"{run.metrics_path}: no claims, but {py.relative_to(root)} records claims; publish the run "
+                        "again")
+    if metrics["profile"] not in PROFILES:
+        problems.append(f"{run.metrics_path}: profile {metrics['profile']!r} is none of {', '.join(PROFILES)}")
+    elif metrics["profile"] != "quick" and Notebook(root, run.name).profile_file(metrics["profile"]).is_file():
+        try:
+            read_profile(Notebook(root, run.name), metrics["profile"])
+        except CorekitError as err:
+            problems.append(str(err))
+    return problems
+
+
+def image_problem(path: Path) -> str | None:
+    """Return why ``path`` is not a decodable image (naming it), or None when it is one."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.verify()                     # the file's structure and checksums
+        with Image.open(path) as image:
+            image.load()                       # every pixel decodes
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        return f"{path}: not a decodable image ({type(err).__name__}: {err})"
+    return None
+
+
+def figure_problems(run: Run) -> list[str]:
+    """Return one line per figure of the run that is missing or not a decodable image."""
+    try:
+        files = run.figure_files()
+        recorded = run.metrics.get("figures") or []
+    except CorekitError as err:
+        return [str(err)]
+    missing = [f"{run.figures / name}: recorded in {run.metrics_path.name} but missing" for name in recorded
+               if not (run.figures / name).is_file()]
+    return missing + [problem for path in files if (problem := image_problem(path))]
+
+
+def notebook_problem(path: Path) -> str | None:
+    """Return why ``path`` is not a valid notebook (naming it), or None when it is one."""
+    import nbformat
+
+    try:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    except (OSError, ValueError, nbformat.ValidationError) as err:
+        first = str(err).splitlines()[0] if str(err) else ""
+        return f"{path}: not a readable notebook ({type(err).__name__}: {first})"
+    return None
+
+
+def check_runs(root: Path, runs: dict[str, Run]) -> None:
+    """Raise :class:`~corekit.book.errors.Problems`, one line per bad file, unless every run's metrics file is one
+    (with its claims and their verdicts), every figure a decodable image and every notebook valid."""
+    problems = []
+    for run in runs.values():
+        problems += metrics_problems(root, run) + figure_problems(run)
+        problems += [problem] if (problem := notebook_problem(run.ipynb)) else []
+    if problems:
+        raise Problems(problems)
+
+
 def build_published(root: Path, out: Path, executed_dir: Path, fallback: bool) -> Path:
-    """Return the HTML folder of the book built from ``results/`` alone (nothing is executed)."""
+    """Return the HTML folder of the book built from ``results/`` alone (nothing is executed), once every run it shows
+    has passed :func:`check_runs`."""
     names = toc_notebooks(root)
     runs = published_runs(root, names, executed_dir if fallback else None)
+    check_runs(root, runs)
     stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
     decorate(root, stage, runs, quick_metrics(executed_dir, names))
     return build_html(stage, out)

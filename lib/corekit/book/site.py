@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from corekit.book.errors import CorekitError, ExecutionFailed
+from corekit.book.portable import portable_notebook
 
 REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line overwrote
 DANGLING_CR = re.compile(r"\r+(?=\n|$)")
@@ -49,27 +50,16 @@ def tidy_streams(outputs: list) -> list:
     return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
 
 
-#: An injected ``output_dir = "..."`` line: the run's private folder on the machine that ran it, no part of the
-#: experiment (it is not recorded in the metrics either).
-_OUTPUT_DIR_LINE = re.compile(r"^output_dir = .*\n?", re.M)
-
-
-def without_output_dir(source: str) -> str:
-    """Return an injected-parameters cell's source without its ``output_dir`` assignment."""
-    return _OUTPUT_DIR_LINE.sub("", source).rstrip("\n")
-
-
-def stage_notebook(executed: Path, staged: Path) -> None:
-    """Copy an executed notebook into the book, showing each progress bar once, in its final state, and no run
-    folder of the machine that ran it (papermill's injected ``output_dir``)."""
+def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
+    """Copy an executed notebook into the book, showing each progress bar once, in its final state, and no path of
+    the machine that ran it (:func:`corekit.book.portable.portable_notebook`)."""
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = tidy_streams(cell.outputs)
-            if "injected-parameters" in cell.metadata.get("tags", []):
-                cell.source = without_output_dir(cell.source)
+    portable_notebook(notebook, root)
     nbformat.write(notebook, staged)
 
 
@@ -84,7 +74,7 @@ def stage_book(root: Path, notebooks: dict[str, Path], stage: Path) -> Path:
     if (root / "lib").is_dir():  # method pages include library code (literalinclude ../lib/corekit/…)
         shutil.copytree(root / "lib", stage / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name, executed in notebooks.items():
-        stage_notebook(executed, stage / "notebooks" / f"{name}.ipynb")
+        stage_notebook(executed, stage / "notebooks" / f"{name}.ipynb", root)
     config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
     (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return stage

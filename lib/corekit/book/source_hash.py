@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from corekit.book.notebooks import Notebook
+from corekit.book.portable import portable_parameters
 
 #: Library paths (relative to ``lib/corekit``) no source hash covers: the book machinery cannot change a result.
 NOT_HASHED = ("book/", "__main__.py")
@@ -70,7 +71,8 @@ def library_closure(nb: Notebook) -> list[Path]:
 def source_hash(nb: Notebook, params: dict) -> str:
     """Return the sha256 (hex) over the notebook's .py, the library modules it imports, the data they name and the parameters.
 
-    The book machinery (:data:`NOT_HASHED`) is left out: it cannot change a result.
+    The book machinery (:data:`NOT_HASHED`) is left out: it cannot change a result. Path parameters count in their
+    repository-relative form (:func:`corekit.book.portable.portable_parameters`), so where a clone lies does not.
     """
     library = library_dir(nb.root)
     closure = library_closure(nb)
@@ -82,6 +84,6 @@ def source_hash(nb: Notebook, params: dict) -> str:
     digest = hashlib.sha256()
     for name, path in files:
         digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
-    digest.update(json.dumps(params, sort_keys=True).encode())
+    digest.update(json.dumps(portable_parameters(params, nb.root), sort_keys=True).encode())
     return digest.hexdigest()
 

@@ -6,7 +6,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+import scipy.linalg
 import torch
+from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from corekit.entk.exact import total
@@ -24,15 +26,26 @@ class Eigenpairs:
 
 
 def dense_eigenpairs(K: Tensor, k: int) -> Eigenpairs:
-    """Return the top-k eigenpairs of a symmetric matrix K (n, n) by ``torch.linalg.eigh`` in float64."""
+    """Return the top-k eigenpairs of a symmetric matrix K (n, n) in float64: values (k,), vectors (n, k).
+
+    On the CPU with k ≤ n/6, LAPACK's ``dsyevr`` computes only the k wanted pairs (``scipy.linalg.eigh`` with
+    ``subset_by_index``, on as many threads as torch uses: 1.5× faster than the full solve for the top 40 of
+    841 on one thread); otherwise ``torch.linalg.eigh`` computes them all (faster from about k = n/5 on).
+    """
     if K.dim() != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be a square matrix, got shape {tuple(K.shape)}")
-    if not 1 <= k <= K.shape[0]:
-        raise ValueError(f"k must be in 1..{K.shape[0]}, got {k}")
+    n = K.shape[0]
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be in 1..{n}, got {k}")
     Kd = K.double()
     Kd = (Kd + Kd.T) / 2
-    w, V = torch.linalg.eigh(Kd)
-    w, V = w.flip(0)[:k], V.flip(1)[:, :k]
+    if Kd.device.type == "cpu" and 6 * k <= n and not Kd.requires_grad:
+        with threadpool_limits(torch.get_num_threads()):
+            w, V = scipy.linalg.eigh(Kd.numpy(), subset_by_index=(n - k, n - 1), driver="evr", check_finite=False)
+        w, V = torch.from_numpy(w[::-1].copy()), torch.from_numpy(V[:, ::-1].copy())
+    else:
+        w, V = torch.linalg.eigh(Kd)
+        w, V = w.flip(0)[:k], V.flip(1)[:, :k]
     res = (Kd @ V - V * w).norm(dim=0)
     return Eigenpairs(w, V, res, "dense", 0)
 
