@@ -137,8 +137,7 @@ class BatchedAdamW:
             denom = torch._foreach_sqrt(exp_avg_sq)
             torch._foreach_div_(denom, views["bias2"])
             torch._foreach_add_(denom, self.eps)
-            torch._foreach_div_(update, denom)
-            torch._foreach_sub_(params, update)
+            torch._foreach_addcdiv_(params, update, denom, value=-1)        # p + (−1·u)/d = p − u/d exactly
 
     @torch.no_grad()
     def reset(self, models: Tensor) -> None:
