@@ -376,3 +376,17 @@ def test_gpu_check_dry_run(tmp_path):
     for name in ("01_markov_cores", "05_entk_mlp_modular", "06_entk_transformer_modular", "02_grokking_cores"):
         metrics = json.loads((tmp_path / "runs" / f"{name}.metrics.json").read_text())
         assert metrics["claims"] and ENVIRONMENT_KEYS <= set(metrics["environment"])
+
+
+def test_declared_claim_ids_expand_f_strings_over_literal_loops(tmp_path):
+    """An id built in a loop over a literal tuple (chapter 08's per-lens claims) is declared once per iteration; an id
+    whose parts are not known from the source alone is not guessed."""
+    py = tmp_path / "nb.py"
+    py.write_text("from corekit import claims\n"
+                  "claims.check('plain', 1, None)\n"
+                  "for lens, name in (('ace', 'A'), ('entk', 'E')):\n"
+                  "    claims.check(f'{lens}_sufficient', 1, None)\n"
+                  "    claims.report(f'{lens}_{name}', 2)\n"
+                  "for tag in computed():\n"
+                  "    claims.check(f'x{tag}', 1, None)\n")
+    assert publish.declared_claim_ids(py) == ["plain", "ace_sufficient", "ace_A", "entk_sufficient", "entk_E"]

@@ -427,8 +427,9 @@ def counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v)) or "no claims"
 
 
-def verdict_line(metrics: dict, shown: int = 3) -> str:
-    """Return the chapter's one-line verdict: how many tested claims pass, and which do not and how."""
+def verdict_line(metrics: dict, shown: int = 3, ident=lambda claim_id: f"`{claim_id}`") -> str:
+    """Return the chapter's one-line verdict: how many tested claims pass, and which do not and how (each id written
+    by ``ident``)."""
     counts = tally(metrics)
     tested = sum(counts[v] for v in VERDICTS if v != "reported")
     if not tested:
@@ -439,7 +440,7 @@ def verdict_line(metrics: dict, shown: int = 3) -> str:
     for v in ("fail", "uninformative", "undecided"):
         ids = [c["id"] for c in metrics.get("claims", []) if verdict_of(c) == v]
         if ids:
-            named = ", ".join(f"`{i}`" for i in ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown
+            named = ", ".join(ident(i) for i in ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown
                                                                   else "")
             parts.append(f"{len(ids)} {v} ({named})")
     return f"{counts['pass']} of {tested} tested claims pass; " + "; ".join(parts)
@@ -497,17 +498,15 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
 
 def overview_table(runs: dict[str, Run]) -> list[str]:
     """Return the markdown rows of the per-chapter overview: run record, counts and verdict."""
-    rows = ["| chapter | profile | runtime | commit | " + " | ".join(VERDICTS) + " | verdict |",
-            "|---|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
+    rows = ["| chapter | profile | runtime | commit | claims by verdict | verdict |", "|---|---|---|---|---|---|"]
     for name, run in runs.items():
         metrics = run.metrics
         env = metrics.get("environment") or {}
         commit = (env.get("commit") or "")[:7] or "not recorded"
         commit += " (dirty)" if env.get("dirty") else ""
-        counts = tally(metrics)
         rows.append(f"| {{doc}}`{name[:2]} <../notebooks/{name}>` | {metrics.get('profile', '?')} | "
-                    f"{duration(metrics.get('runtime_s'))} | "
-                    f"{commit} | " + " | ".join(str(counts[v]) for v in VERDICTS) + f" | {verdict_line(metrics)} |")
+                    f"{duration(metrics.get('runtime_s'))} | {commit} | {counts_text(tally(metrics))} | "
+                    f"{verdict_line(metrics, ident=id_cell)} |")
     return rows
 
 
@@ -624,17 +623,56 @@ def measured_markdown(claim: dict) -> str:
 
 
 def declared_claim_ids(py: Path) -> list[str]:
-    """Return the literal claim ids a notebook source records (``claims.check`` / ``claims.report`` with a string id)."""
+    """Return the claim ids a notebook source records (``claims.check`` / ``claims.report``): a literal id, or an
+    f-string id inside ``for`` loops over literal tuples, expanded once per iteration."""
     import ast
+    import itertools
 
-    ids = []
-    for node in ast.walk(ast.parse(py.read_text())):
+    def bindings(target: ast.expr, value) -> dict | None:
+        if isinstance(target, ast.Name):
+            return {target.id: value}
+        if isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
+            bound = [bindings(t, v) for t, v in zip(target.elts, value)]
+            return None if None in bound else {k: v for b in bound for k, v in b.items()}
+        return None
+
+    def render(node: ast.expr, scope: dict) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    parts.append(str(part.value))
+                elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                      and part.value.id in scope and part.format_spec is None and part.conversion == -1):
+                    parts.append(str(scope[part.value.id]))
+                else:
+                    return None
+            return "".join(parts)
+        return None
+
+    def scopes(node: ast.AST, scope: dict):
+        if isinstance(node, ast.For):
+            try:
+                values = ast.literal_eval(node.iter)
+            except ValueError:
+                values = None
+            if isinstance(values, (tuple, list)):
+                for value in values:
+                    bound = bindings(node.target, value)
+                    if bound is not None:
+                        for child in itertools.chain(node.body, node.orelse):
+                            yield from scopes(child, scope | bound)
+                return
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in ("check", "report") and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "claims" and node.args and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)):
-            ids.append(node.args[0].value)
-    return ids
+                and node.func.value.id == "claims" and node.args):
+            yield render(node.args[0], scope)
+        for child in ast.iter_child_nodes(node):
+            yield from scopes(child, scope)
+
+    return list(dict.fromkeys(i for i in scopes(ast.parse(py.read_text()), {}) if i is not None))
 
 
 #: What a prose page shows for a claim the notebook records now but the shown (stale) run predates.
