@@ -44,7 +44,7 @@ test-fast: install
 PORTABLE_TESTS := tests/test_llm.py::test_margin_gradients_match_autograd_and_finite_differences \
                   tests/test_models_train.py::test_batched_forward_matches_per_model_reference \
                   tests/test_models_train.py::test_batched_adamw_matches_torch_adamw_per_model \
-                  tests/test_stats.py tests/test_scaling.py tests/test_lenses.py tests/test_agreement_entk.py
+                  tests/test_stats.py tests/test_scaling.py tests/test_chapter_two_lenses.py tests/test_chapter_two_lenses_lm.py
 test-portable: install
 	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 $(PYTHON) -m pytest $(PYTEST_ARGS) $(PORTABLE_TESTS)
 

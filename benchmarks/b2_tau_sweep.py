@@ -3,7 +3,7 @@
 The sweep is the one the notebook runs with the chosen profile (``--profile paper`` on a GPU: seven
 moduli and six weight decays, 12 seeds each; ``quick`` on a CPU), with any ``-p NAME VALUE``
 overrides. Every run of one modulus and batch size trains as one batched program
-(``corekit.sweep``). The baseline is the same sweep as a loop of single-model runs: one run per
+(``corekit.chapters.grokking_scaling_law``). The baseline is the same sweep as a loop of single-model runs: one run per
 shard is timed alone for ``--loop-steps`` steps and the loop's time is extrapolated as
 Σ over runs (steps that run needed × seconds per step of a lone model of its shard).
 
@@ -21,9 +21,10 @@ import time
 import torch
 from common import add_common_arguments, emit, setup, sync
 
-from corekit.book.notebooks import find_root, get_notebook
-from corekit.book.parameters import effective_parameters, parse_value, read_parameters
-from corekit.sweep import RunSpec, SweepSettings, grid, run_shard, run_sweep, shard_problem, shards
+from corekit.chapters.grokking_scaling_law import RunSpec, SweepSettings, grid, run_shard, run_sweep, shard_problem, shards
+from corekit.models import TransformerConfig
+from corekit.runs.notebooks import find_root, get_notebook
+from corekit.runs.parameters import effective_parameters, parse_value, read_parameters
 from corekit.tasks.modular import modular_addition
 from corekit.train import steps_per_epoch, train_ensemble
 
@@ -39,9 +40,11 @@ def notebook_parameters(profile: str, overrides: dict) -> dict:
 
 def sweeps(params: dict) -> tuple[SweepSettings, SweepSettings, list[RunSpec], list[RunSpec]]:
     """Return (p-sweep settings, ω-sweep settings, p-sweep runs, ω-sweep runs) as notebook 03 builds them."""
+    model = {f.name: params[f.name] for f in dataclasses.fields(TransformerConfig) if f.name in params}
     shared = {f.name: params[f.name] for f in dataclasses.fields(SweepSettings) if f.name in params}
     shared["betas"] = tuple(shared["betas"])
-    p_settings = SweepSettings(**shared, n_layers=1, max_steps=params["p_max_epochs"])
+    p_settings = SweepSettings(model=TransformerConfig(vocab=1, n_ctx=1, **model, n_layers=1), **shared,
+                               max_steps=params["p_max_epochs"])
     omega_pairs = len(modular_addition(params["omega_p"], params["train_frac"], seed=params["data_seed"]).train_idx)
     omega_steps = params["omega_max_epochs"] * steps_per_epoch(omega_pairs, params["omega_batch_size"], params["drop_last"])
     omega_settings = dataclasses.replace(p_settings, max_steps=omega_steps)

@@ -26,7 +26,7 @@ from common import add_common_arguments, emit, setup, sync
 
 from corekit import entk
 from corekit import lm as llm
-from corekit.grammar_entk import stream_of
+from corekit.chapters.entk_gemma_grammar import stream_of
 from corekit.tasks import grammar
 
 

@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: 'Eigenvalues of the operator fitted on each model''s core against
+#       the chain''s own (crosses: untrained control).'
+#     headline_figure: operator_eigenvalues
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -33,46 +38,38 @@
 # row-stochastic `transition` and `transition_deficient`, any list of `seeds`).
 
 # %% tags=["parameters"]
-transition = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]  # range: [0, 1]; row-stochastic, any number of states
-transition_deficient = [[0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.8, 0.1], [0.1, 0.05, 0.05, 0.8], [0.5, 0.4, 0.05, 0.05]]  # range: [0, 1]; row-stochastic, some rows shared
-seeds = [0, 100, 200]  # length: 2 or more; range: [0, inf)
-seq_len = 32  # range: [2, inf)
-n_train = 2000  # range: [1, inf)
-n_test = 2000  # range: [1, inf)
-d_model = 32  # range: [1, inf)
-n_heads = 4  # range: [1, inf)
-d_mlp = 128  # range: [1, inf)
-dropout = 0.1  # range: [0, 1)
-lr = 1e-3  # range: (0, inf)
-epochs = 8  # range: [1, inf)
-batch_size = 64  # range: [1, inf)
-energy_threshold = 0.999  # range: (0, 1]
-data_seed = 12345  # range: [0, inf)
-device = "auto"
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+transition: list[list[float]] = [[0.75, 0.25, 0.0, 0.0], [0.0, 0.75, 0.25, 0.0], [0.0, 0.0, 0.75, 0.25], [0.25, 0.0, 0.0, 0.75]]  # range: [0, 1]; row-stochastic, any number of states
+transition_deficient: list[list[float]] = [[0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.8, 0.1], [0.1, 0.05, 0.05, 0.8], [0.5, 0.4, 0.05, 0.05]]  # range: [0, 1]; row-stochastic, some rows shared
+seeds: list[int] = [0, 100, 200]  # length: 2 or more; range: [0, inf)
+seq_len: int = 32  # range: [2, inf)
+n_train: int = 2000  # range: [1, inf)
+n_test: int = 2000  # range: [1, inf)
+d_model: int = 32  # range: [1, inf)
+n_heads: int = 4  # range: [1, inf)
+d_mlp: int = 128  # range: [1, inf)
+dropout: float = 0.1  # range: [0, 1)
+lr: float = 1e-3  # range: (0, inf)
+epochs: int = 8  # range: [1, inf)
+batch_size: int = 64  # range: [1, inf)
+energy_threshold: float = 0.999  # range: (0, 1]
+data_seed: int = 12345  # range: [0, inf)
+device: str = "auto"
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
-import numpy as np
-import torch
 import matplotlib.pyplot as plt
+import numpy as np
 
-from corekit import ace, metrics, plots
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
-from corekit.device import default_device
+from corekit import ace, plots, subspaces
+from corekit.chapters import markov_cores
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.runs.session import setup
 from corekit.tasks import markov
 from corekit.train import Dataset, train_ensemble
 
-plots.use_style()
-claims = Claims("01_markov_cores")
-figures = plots.Figures(output_dir, claims.notebook)
-checks.markov_cores(check_namespace(claims.notebook, globals()))
+claims, figures, dev = setup("01_markov_cores", globals())
 chains = {"paper": markov.validate_transition(transition),
           "deficient": markov.validate_transition(transition_deficient)}    # each chain at its own number of states
-dev = default_device(device)
-claims.resolve(device=str(dev))
 
 # %% [markdown]
 # ## Two chains, and what an ideal predictor achieves
@@ -108,11 +105,8 @@ for name, T in chains.items():
           f"core eigenvalues {np.round(markov.core_eigenvalues(T, expected_rank[name]), 4)}; "
           f"R²_oracle = {markov.oracle_r2(T):.4f}")
 
-data = {}
-for i, (name, T) in enumerate(chains.items()):
-    train_seq = markov.sample_sequences(T, n_train, seq_len, seed=data_seed + 2 * i)
-    test_seq = markov.sample_sequences(T, n_test, seq_len, seed=data_seed + 2 * i + 1)
-    data[name] = (Dataset(train_seq[:, :-1], train_seq[:, 1:]), Dataset(test_seq[:, :-1], test_seq[:, 1:]))
+data = {name: markov_cores.chain_datasets(T, n_train, n_test, seq_len, seed=data_seed + 2 * i)
+        for i, (name, T) in enumerate(chains.items())}                   # train on seed, test on seed + 1
 
 # %% [markdown]
 # ## Training, and two controls
@@ -213,16 +207,8 @@ plt.show()
 # %%
 validation = {}
 for name, (chain, _model) in ensembles.items():
-    res = results[name]
-    rank_at = res.ranks.index
-    idx = torch.tensor([rank_at(int(r)) for r in res.rank])
-    keep = res.keep_acc.gather(1, idx[:, None].to(res.keep_acc.device))[:, 0]
-    removed = res.remove_acc.gather(1, idx[:, None].to(res.remove_acc.device))[:, 0]
-    validation[name] = dict(kept=keep.double().cpu().numpy(), ratio=(keep / res.base_acc).double().cpu().numpy(),
-                            removed=removed.double().cpu().numpy(),
-                            sufficient=ace.sufficient_rank(res.keep_acc, res.base_acc, res.ranks).tolist(),
-                            necessary=ace.necessary_rank(res.remove_acc, markov.stationary_guess_accuracy(chains[chain]) + 0.01,
-                                                         res.ranks).tolist())
+    validation[name] = markov_cores.validate_at_energy_rank(results[name],
+                                                            markov.stationary_guess_accuracy(chains[chain]) + 0.01)
     print(f"{name}: sufficient rank {validation[name]['sufficient']}, necessary rank "
           f"{validation[name]['necessary']}; keep-only / model accuracy at the core rank "
           f"{validation[name]['ratio'].round(4)}, accuracy after removal {validation[name]['removed'].round(4)}")
@@ -267,16 +253,7 @@ plt.show()
 # %%
 identified = {}
 for name, (chain, _model) in ensembles.items():
-    res, T = results[name], chains[chain]
-    control = name != chain
-    fit = dict(eigs=[], err=[], r2=[])
-    for m in range(len(seeds)):
-        r = expected_rank[chain] if control else int(res.rank[m])
-        A = ace.fit_transition_operator(*ace.consecutive_pairs(res.coordinates("train", r)[m:m + 1]))
-        fit["eigs"].append(torch.linalg.eigvals(A[0]).cpu().numpy())
-        fit["err"].append(ace.eigenvalue_error(fit["eigs"][-1], markov.core_eigenvalues(T, r)))
-        fit["r2"].append(float(ace.operator_r2(*ace.consecutive_pairs(res.coordinates("test", r)[m:m + 1]), A)[0]))
-    fit["r2_ratio"] = np.array(fit["r2"]) / markov.oracle_r2(T)
+    fit = markov_cores.identify_operator(results[name], chains[chain], None if name == chain else expected_rank[chain])
     identified[name] = fit
     print(f"{name}: max |eig(A) − eig(T)| per seed {np.round(fit['err'], 4)}; "
           f"R²_core / R²_oracle per seed {fit['r2_ratio'].round(4)}")
@@ -318,25 +295,17 @@ plt.show()
 
 # %%
 T_def, K = chains["deficient"], n_states["deficient"]
-row_of = np.unique(T_def.round(12), axis=0, return_inverse=True)[1].ravel()
-shared = [(a, b) for a in range(K) for b in range(a + 1, K) if row_of[a] == row_of[b]]
-x_test = data["deficient"][1].x.flatten().to(dev)
-res = results["deficient"]
-with torch.no_grad():
-    removed = ace.remove(res.h_test.flatten(1, 2), res.core.q(res.rank), res.core.mean)
-    predicted = models["deficient"].unembed(removed.float()).argmax(-1)                     # (M, N·T)
+merged = markov_cores.shared_row_analysis(models["deficient"], results["deficient"], T_def, data["deficient"][1].x)
+shared, shared_distance, apart_distance = merged.shared, merged.shared_distance, merged.apart_distance
 print(f"π = {np.round(markov.stationary_distribution(T_def), 4)}; states sharing a row: {shared}")
-shared_distance, apart_distance = [], []
 for m, seed in enumerate(seeds):
-    dist = metrics.class_mean_distances(res.coordinates("test", int(res.rank[m]))[m].flatten(0, 1), x_test, list(range(K)))
-    apart = max(float(dist[a, b]) for a in range(K) for b in range(a + 1, K) if row_of[a] != row_of[b])
-    shared_distance.append(max((float(dist[a, b]) for a, b in shared), default=float("nan")))
-    apart_distance.append(apart)
+    dist = merged.distances[m]
     print(f"seed {seed}: whitened distance of shared-row states "
-          + ", ".join(f"{a}–{b} {float(dist[a, b]):.3f}" for a, b in shared) + f" (largest between different rows {apart:.3f})")
+          + ", ".join(f"{a}–{b} {float(dist[a, b]):.3f}" for a, b in shared)
+          + f" (largest between different rows {apart_distance[m]:.3f})")
     for k in range(K):
-        share = torch.bincount(predicted[m][x_test == k], minlength=K).double()
-        print(f"    core removed, current state {k}: predicted next state shares {np.round((share / share.sum()).cpu().numpy(), 3)}")
+        print(f"    core removed, current state {k}: predicted next state shares "
+              f"{np.round(merged.shares[m, k].cpu().numpy(), 3)}")
 
 # %% [markdown]
 # ## Compare models: different weights, different subspaces, the same computation
@@ -354,37 +323,17 @@ for m, seed in enumerate(seeds):
 # %%
 M = len(seeds)
 pairs = [(a, b) for a in range(M) for b in range(a + 1, M)]
-weight_cos = metrics.cosine_matrix(models["paper"].weight_matrices()).cpu().numpy()
-weight_cos_init = metrics.cosine_matrix(untrained["paper"].weight_matrices()).cpu().numpy()
-weight_cos_self = np.diag(weight_cos)                                                     # each model against itself
-weight_cos_own_init = np.diag(metrics.cosine_matrix(torch.cat([models["paper"].weight_matrices(),
-                                                               untrained["paper"].weight_matrices()]))[:M, M:].cpu().numpy())
+cosines = markov_cores.weight_cosines(models["paper"], untrained["paper"])
+weight_cos, weight_cos_init = cosines["trained"], cosines["init"]
+weight_cos_self, weight_cos_own_init = cosines["self"], cosines["own_init"]     # each model against itself / its init
 compared = {}
 for name, (chain, _model) in ensembles.items():
-    res = results[name]
-    ranks_used = [expected_rank[chain] if name != chain else int(r) for r in res.rank]
-    z = res.coordinates("test", max(ranks_used)).flatten(1, 2)
-    overlap, cca_min = np.eye(M), np.eye(M)
-    cca_all, random_q999, percentile = [], [], np.ones((M, M))
-    for a, b in pairs:
-        ra, rb = ranks_used[a], ranks_used[b]
-        overlap[a, b] = overlap[b, a] = float(metrics.projector_overlap(res.core.q(ra)[a], res.core.q(rb)[b]))
-        cc = metrics.cca(z[a, :, :ra], z[b, :, :rb])
-        cca_min[a, b] = cca_min[b, a] = float(cc.min())
-        cca_all.extend(cc.tolist())
-        chance = metrics.random_projector_overlap(d_model, ra, rb)
-        random_q999.append(float(chance.quantile(0.999)))
-        percentile[a, b] = percentile[b, a] = float((chance < overlap[a, b]).double().mean())
-    self_percentile = [float((metrics.random_projector_overlap(d_model, r, r) < float(metrics.projector_overlap(
-        res.core.q(r)[m], res.core.q(r)[m]))).double().mean()) for m, r in enumerate(ranks_used)]
-    compared[name] = dict(overlap=overlap, cca_min=cca_min, cca_all=cca_all, random_q999=random_q999,
-                          percentile=percentile, self_percentile=self_percentile,
-                          random_mean=float(np.mean([np.sqrt(ranks_used[a] * ranks_used[b]) / d_model
-                                                     for a, b in pairs])))
-    print(f"{name}: smallest top-r canonical correlation {metrics.off_diagonal(cca_min).min():.4f}; "
-          f"projector overlaps {metrics.off_diagonal(overlap).round(4)}")
-print(f"max |cos| of weights: trained {np.abs(metrics.off_diagonal(weight_cos)).max():.4f}, "
-      f"at initialisation {np.abs(metrics.off_diagonal(weight_cos_init)).max():.4f}; each trained model against "
+    ranks_used = markov_cores.fit_ranks(results[name], None if name == chain else expected_rank[chain])
+    compared[name] = markov_cores.compare_seeds(results[name], ranks_used)
+    print(f"{name}: smallest top-r canonical correlation {subspaces.off_diagonal(compared[name]['cca_min']).min():.4f}; "
+          f"projector overlaps {subspaces.off_diagonal(compared[name]['overlap']).round(4)}")
+print(f"max |cos| of weights: trained {np.abs(subspaces.off_diagonal(weight_cos)).max():.4f}, "
+      f"at initialisation {np.abs(subspaces.off_diagonal(weight_cos_init)).max():.4f}; each trained model against "
       f"its own initialisation {np.abs(weight_cos_own_init).round(4)}")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Do the seeds agree? Left: |cos| between the seeds' weights; middle: the overlap of their core projectors; right: the smallest top-r canonical correlation of their core coordinates. Low weight cosines beside high core overlaps mean different weights carrying the same core.", "name": "fig-01-seeds"}}
@@ -400,7 +349,7 @@ plt.show()
 names = list(ensembles)
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
 for ax, (title, values) in zip(axes, [
-        ("min top-r canonical correlation", [metrics.off_diagonal(compared[n]["cca_min"]).min() for n in names]),
+        ("min top-r canonical correlation", [subspaces.off_diagonal(compared[n]["cca_min"]).min() for n in names]),
         ("max |eig(A) − eig(T)|", [max(identified[n]["err"]) for n in names]),
         ("min R²_core / R²_oracle", [identified[n]["r2_ratio"].min() for n in names])]):
     ax.bar(range(len(names)), values, color=["C0" if n in chains else "0.6" for n in names])
@@ -426,7 +375,7 @@ plt.show()
 # Bayes accuracy). A failing row is shown as failing, with its measured value.
 
 # %%
-from corekit.claims import Null, at_least, at_most, equal_to
+from corekit.runs.claims import Null, at_least, at_most, equal_to
 
 
 def by_seed(values):
@@ -473,17 +422,17 @@ for chain, T in chains.items():
                  covers=every_seed, null=Null("the same models with the core kept instead of removed",
                                               by_seed(val["kept"])), undecided=unlearned)
     if chain == "paper":
-        pair_cos = np.abs(metrics.off_diagonal(weight_cos))
+        pair_cos = np.abs(subspaces.off_diagonal(weight_cos))
         claims.check("weight_cosine_max", float(pair_cos.max()), at_most(0.06), paper="≈ 0 (authors' runs 0.029–0.052)",
                      statistic="largest |cos| between the flattened weights of two seeds",
                      null=[Null("each model against itself", by_seed(np.abs(weight_cos_self))),
                            Null("each trained model against its own initialisation", by_seed(np.abs(weight_cos_own_init)))],
                      undecided=unlearned)
-        claims.report("weight_cosine_init", float(np.abs(metrics.off_diagonal(weight_cos_init)).max()),
+        claims.report("weight_cosine_init", float(np.abs(subspaces.off_diagonal(weight_cos_init)).max()),
                       statistic="largest |cos| between the seeds' independent random initialisations")
         claims.check("projector_overlap", by_pair(cmp["percentile"]), at_most(0.999), paper="0.02–0.04",
                      statistic="percentile of the pair's core projector overlap ("
-                               + ", ".join(f"{o:.4f}" for o in metrics.off_diagonal(cmp["overlap"]))
+                               + ", ".join(f"{o:.4f}" for o in subspaces.off_diagonal(cmp["overlap"]))
                                + ") among 4000 pairs of random subspaces of the same ranks", covers=every_pair,
                      null=Null("each core against itself", by_seed(cmp["self_percentile"])), undecided=unlearned)
         claims.report("projector_overlap_random", cmp["random_mean"], paper=round(3 / 64, 4),

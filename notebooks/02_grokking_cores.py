@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: Eigenvalues of the shift operator fitted on the core, before,
+#       at and after grokking, under the authors' analysis (top) and corekit's (bottom).
+#     headline_figure: operator_eigenvalues
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -59,62 +64,52 @@
 # undecided there, with the reason computed from the run.
 
 # %% tags=["parameters"]
-p = 53  # range: [3, inf); a prime
-train_frac = 0.5  # range: (0, 1)
-seeds = [0, 1]  # length: 1 or more; range: [0, inf)
-n_layers = 2  # range: [1, inf)
-d_model = 32  # range: [1, inf)
-n_heads = 4  # range: [1, inf)
-d_mlp = 128  # range: [1, inf)
-norm = "pre"  # one of: pre, post, none
-dropout = 0.0  # range: [0, 1)
-causal = True  # False: every position attends to every other (nn.TransformerEncoder without a mask)
-qkv_bias = False  # query, key and value biases (nn.MultiheadAttention has them)
-embedding_dropout = True  # False: dropout only inside the blocks (nn.TransformerEncoderLayer, the authors' model)
-init = "fan_in"  # one of: fan_in, nanda, torch
-equals_token = True  # True: input a, b and an equals token; False: just a, b (the authors' format)
-lr = 2e-3  # range: (0, inf)
-betas = [0.9, 0.98]  # length: 2; range: [0, 1)
-weight_decay = 2.0  # range: [0, inf)
-batch_size = 0  # range: [0, inf); 0 (or at least the training pairs): full batch
-drop_last = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
-epochs = 1600  # range: [1, inf)
-fork_epoch = 250  # range: [0, inf)
-reset_optimizer_at_fork = True  # the ω→0 branch starts a fresh AdamW state at the fork
-checkpoint_every = 80  # range: [1, inf); epochs between checkpoints up to dense_until
-dense_until = 2000  # range: [0, inf); epoch after which checkpoints are checkpoint_every_after apart
-checkpoint_every_after = 500  # range: [1, inf)
-energy_threshold = 0.99  # range: (0, 1]
-data_seed = 0  # range: [0, inf)
-split = "torch"  # one of: torch, numpy; corekit's seeded randperm, or the authors' RandomState(data_seed) permutation
-export_checkpoints = ""  # path; empty: none; else every checkpoint's weights go there, for scripts/oracle/cores_02.py
-device = "auto"
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+p: int = 53  # range: [3, inf); a prime
+train_frac: float = 0.5  # range: (0, 1)
+seeds: list[int] = [0, 1]  # length: 1 or more; range: [0, inf)
+n_layers: int = 2  # range: [1, inf)
+d_model: int = 32  # range: [1, inf)
+n_heads: int = 4  # range: [1, inf)
+d_mlp: int = 128  # range: [1, inf)
+norm: str = "pre"  # one of: pre, post, none
+dropout: float = 0.0  # range: [0, 1)
+causal: bool = True  # False: every position attends to every other (nn.TransformerEncoder without a mask)
+qkv_bias: bool = False  # query, key and value biases (nn.MultiheadAttention has them)
+embedding_dropout: bool = True  # False: dropout only inside the blocks (nn.TransformerEncoderLayer, the authors' model)
+init: str = "fan_in"  # one of: fan_in, nanda, torch
+equals_token: bool = True  # True: input a, b and an equals token; False: just a, b (the authors' format)
+lr: float = 2e-3  # range: (0, inf)
+betas: list[float] = [0.9, 0.98]  # length: 2; range: [0, 1)
+weight_decay: float = 2.0  # range: [0, inf)
+batch_size: int = 0  # range: [0, inf); 0 (or at least the training pairs): full batch
+drop_last: bool = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
+epochs: int = 1600  # range: [1, inf)
+fork_epoch: int = 250  # range: [0, inf)
+reset_optimizer_at_fork: bool = True  # the ω→0 branch starts a fresh AdamW state at the fork
+checkpoint_every: int = 80  # range: [1, inf); epochs between checkpoints up to dense_until
+dense_until: int = 2000  # range: [0, inf); epoch after which checkpoints are checkpoint_every_after apart
+checkpoint_every_after: int = 500  # range: [1, inf)
+energy_threshold: float = 0.99  # range: (0, 1]
+data_seed: int = 0  # range: [0, inf)
+split: str = "torch"  # one of: torch, numpy; corekit's seeded randperm, or the authors' RandomState(data_seed) permutation
+export_checkpoints: str = ""  # path; empty: none; else every checkpoint's weights go there, for scripts/oracle/cores_02.py
+device: str = "auto"
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
-from pathlib import Path
-
-import numpy as np
-import torch
 import matplotlib.pyplot as plt
+import numpy as np
 
-from corekit import ace, plots
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
-from corekit.curves import first_step_reaching, grokking_step
-from corekit.device import default_device
+from corekit import plots
+from corekit.chapters import grokking_cores
+from corekit.chapters.grokking_cores import ANALYSES
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.runs.session import setup
 from corekit.tasks.modular import modular_addition
-from corekit.train import Dataset, steps_per_epoch, train_ensemble
+from corekit.train import steps_per_epoch, train_ensemble
 
-plots.use_style()
-claims = Claims("02_grokking_cores")
-figures = plots.Figures(output_dir, claims.notebook)
-checks.grokking_cores(check_namespace(claims.notebook, globals()))
+claims, figures, dev = setup("02_grokking_cores", globals())
 task = modular_addition(p, train_frac, seed=data_seed, split=split)
-dev = default_device(device)
-claims.resolve(device=str(dev))
 
 # %% [markdown]
 # ## Training both branches at once
@@ -123,12 +118,12 @@ claims.resolve(device=str(dev))
 # weight decay switched to 0 at `fork_epoch`. `batch_size = 0` means full batch (one step per epoch);
 # with `drop_last = False` an epoch ends with the shorter remainder batch, as the authors' data loader does.
 # Checkpoints are every `checkpoint_every` epochs up to `dense_until`, then every
-# `checkpoint_every_after` (the authors: 100 and 500 up to and after epoch 2,000), plus the fork.
+# `checkpoint_every_after` (the authors: 100 and 500 up to and after epoch 2,000), plus the fork
+# (`grokking_cores.checkpoint_steps`).
 
 # %%
 x, labels = task.tokens(equals_token), task.labels
-train_set = Dataset(x[task.train_idx], labels[task.train_idx])
-test_set = Dataset(x[task.test_idx], labels[task.test_idx])
+train_set, test_set = task.datasets(equals_token)
 S = len(seeds)
 config = TransformerConfig(vocab=p + int(equals_token), n_ctx=x.shape[1], d_model=d_model, n_heads=n_heads,
                            d_mlp=d_mlp, n_layers=n_layers, norm=norm, dropout=dropout, causal=causal,
@@ -136,9 +131,8 @@ config = TransformerConfig(vocab=p + int(equals_token), n_ctx=x.shape[1], d_mode
 model = BatchedTransformer(config, seeds + seeds).to(dev)
 epoch_steps = steps_per_epoch(len(train_set), batch_size, drop_last)
 steps, fork_step = epochs * epoch_steps, fork_epoch * epoch_steps
-checkpoint_epochs = set(range(0, min(dense_until, epochs) + 1, checkpoint_every))
-checkpoint_epochs |= set(range(dense_until, epochs + 1, checkpoint_every_after)) if dense_until < epochs else set()
-checkpoints = sorted({e * epoch_steps for e in checkpoint_epochs} | {fork_step, steps})
+checkpoints = grokking_cores.checkpoint_steps(epochs, epoch_steps, fork_epoch, checkpoint_every, dense_until,
+                                              checkpoint_every_after)
 history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=batch_size or None, lr=lr,
                          betas=tuple(betas), weight_decay={0: weight_decay, fork_step: [weight_decay] * S + [0.0] * S},
                          optimizer_reset={fork_step: [False] * S + [True] * S} if reset_optimizer_at_fork else None,
@@ -151,13 +145,14 @@ test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")     
 # with test accuracy ≥ 0.99) of the weight-decay ensemble taken as a whole: the first checkpoint at
 # which every weight-decay model has reached it. "Before grokking" is the memorisation checkpoint:
 # the first at which every weight-decay model fits its training pairs (accuracy ≥ 0.99), or the
-# checkpoint just before grokking if memorisation and grokking share a checkpoint.
+# checkpoint just before grokking if memorisation and grokking share a checkpoint
+# (`grokking_cores.grokking_points`).
 
 # %%
-at_checkpoints = lambda curve: torch.stack([curve[history.steps.index(s)] for s in checkpoints])  # noqa: E731
-ckpt_test_acc, ckpt_train_acc = at_checkpoints(test_acc), at_checkpoints(train_acc)      # (C, 2S)
-grok_step = grokking_step(checkpoints, ckpt_test_acc[:, :S].min(1).values.tolist())
-memorised_step = first_step_reaching(checkpoints, ckpt_train_acc[:, :S].min(1).values.tolist(), 0.99)
+ckpt_test_acc, ckpt_train_acc = (grokking_cores.at_checkpoints(history, c, checkpoints) for c in (test_acc, train_acc))
+points = grokking_cores.grokking_points(checkpoints, ckpt_test_acc, ckpt_train_acc, S)    # accuracies (C, 2S)
+grok_step, memorised_step, has_grok = points.grok_step, points.memorised_step, points.has_grok
+i_grok, i_before, final = points.i_grok, points.i_before, points.final
 epoch = lambda step: step / epoch_steps  # noqa: E731
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy of every model (solid: the weight-decay branch; dashed: the branch whose weight decay drops to 0 at the fork, dotted grey) and the training accuracy (grey), with the grokking step (dashed black).", "name": "fig-02-accuracy"}}
@@ -179,7 +174,8 @@ print("memorised at step:", memorised_step, " grokking step:", grok_step)
 # %% [markdown]
 # ## ACE at every checkpoint, two ways
 #
-# `ace.last_token_summary` runs at every checkpoint under two analyses (`analysis=`):
+# `grokking_cores.cores_at_checkpoints` runs `grokking_cores.last_token_summary` at every checkpoint
+# under two analyses (`analysis=`):
 #
 # - **corekit**: extraction on the training pairs with the centred logits as task outputs, ablations
 #   about the training mean on the held-out pairs, necessary and sufficient ranks scanned from 0, and
@@ -192,27 +188,18 @@ print("memorised at step:", memorised_step, " grokking step:", grok_step)
 #
 # Both fit the shift operator on the core of rank max(energy, necessary). Where the two disagree the
 # claims show both; `scripts/oracle/cores_02.py` runs the authors' own code on this run's checkpoints
-# (`export_checkpoints`) and records in `results/oracle/02.json` that it gives the numbers of the
+# (`export_checkpoints`, written by `grokking_cores.export_checkpoints` and read back by
+# `grokking_cores.load_checkpoints`) and records in `results/oracle/02.json` that it gives the numbers of the
 # "authors" analysis.
 
 # %%
 dev_data = [t.to(dev) for t in (train_set.x, test_set.x, test_set.y[:, 0], x, labels)]
-ANALYSES = ("corekit", "authors")
-raw = {a: [] for a in ANALYSES}
-for step in checkpoints:
-    model.load_state_dict(history.snapshots[step])
-    for a in ANALYSES:
-        raw[a].append(ace.last_token_summary(model, *dev_data, energy_threshold=energy_threshold, analysis=a))
-runs = {a: {key: [c[key] for c in raw[a]] for key in raw[a][0]} for a in ANALYSES}   # key -> (C, 2S)
-ranks = {a: {k: np.array(runs[a][k], dtype=float) for k in ("energy", "sufficient", "necessary", "fit_rank")}
-         for a in ANALYSES}
-fit = {a: {k: np.array(runs[a][k], dtype=float) for k in ("circle", "modes", "r2")} for a in ANALYSES}
+cores = grokking_cores.cores_at_checkpoints(model, history.snapshots, checkpoints, dev_data, energy_threshold)
+runs, ranks, fit = cores.runs, cores.ranks, cores.fit    # runs[a][key]: (C, 2S) lists; ranks, fit: arrays (C, 2S)
 if export_checkpoints:
-    export_path = Path(export_checkpoints).resolve()
-    export_path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"config": config.as_dict(), "seeds": seeds + seeds, "p": p, "split": split, "data_seed": data_seed,
-                "train_frac": train_frac, "epochs": {epoch(s_): history.snapshots[s_] for s_ in checkpoints}},
-               export_path)
+    export_path = grokking_cores.export_checkpoints(export_checkpoints, config, seeds + seeds, history.snapshots,
+                                                    checkpoints, epoch_steps, p=p, split=split, data_seed=data_seed,
+                                                    train_frac=train_frac)
     export_sha256 = claims.record_export("checkpoints", export_path)   # results/oracle/02.json must name the same
     print(f"checkpoints written to {export_path.name}, sha256 {export_sha256}")
 
@@ -250,11 +237,6 @@ plt.show()
 # $\lfloor p/2 \rfloor$).
 
 # %%
-final = len(checkpoints) - 1
-has_grok = grok_step is not None
-i_grok = checkpoints.index(grok_step) if has_grok else final
-i_memorised = checkpoints.index(memorised_step) if memorised_step is not None else 0
-i_before = i_memorised if i_memorised < i_grok else max(0, i_grok - 1)
 for name, i in (("before grokking", i_before), ("at grokking", i_grok)):
     print(f"{name}: step {checkpoints[i]}, ω models' test accuracy {ckpt_test_acc[i, :S].tolist()}, fit rank "
           + ", ".join(f"{a} {runs[a]['fit_rank'][i][:S]}" for a in ANALYSES))
@@ -294,7 +276,7 @@ plt.show()
 # A least-squares shift fit on the $p$ centred class means is exact for *any* means once its fit
 # space reaches $p - 1$ directions (the shift permutes the classes): $R^2 = 1$ and every eigenvalue
 # a $p$-th root of unity. The claims below therefore take their nulls from the same fit at the same
-# rank, under each analysis, on models without the effect:
+# rank, under each analysis, on models without the effect (`grokking_cores.exact_fit_controls`):
 #
 # - **exact-fit nulls**: the fit at the seed's fit rank at grokking on the memorising checkpoint (a
 #   model that has not generalised), on the untrained model (epoch 0), and at the grokking checkpoint
@@ -303,44 +285,17 @@ plt.show()
 #   give the grokked model's $R^2$, circle and modes too, the figure is a property of the fit.
 # - **null-direction check** (authors' analysis): the spectrum of Cov·Obs at the ranks the analysis
 #   picks ($\sigma_r^2/\sigma_0^2$), and how far the necessary rank moves under the jitter (0, 1e-8,
-#   1e-6) and under centring.
+#   1e-6) and under centring (`grokking_cores.null_direction_ranks`).
 
 # %%
-_h = {}
-
-
-def fit_at(i, m, rank, analysis="authors", shuffle_seed=None):
-    """Return (R², circle fraction, modes) of ``analysis``'s fit at checkpoint i for model m at ``rank``."""
-    x_fit, y = (dev_data[1], dev_data[2]) if analysis == "authors" else (dev_data[3], dev_data[4])
-    if (i, analysis) not in _h:
-        model.load_state_dict(history.snapshots[checkpoints[i]])
-        with torch.no_grad():
-            _h[i, analysis] = model.residual(x_fit)[:, :, -1]
-    if shuffle_seed is not None:
-        y = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(shuffle_seed)).to(y.device)]
-    f_ = ace.shift_operator(runs[analysis]["core"][i].coordinates(_h[i, analysis], rank)[m], y, p)
-    return f_.r2, ace.unit_circle_fraction(f_.eigenvalues, p), len(ace.frequency_modes(f_.eigenvalues, p))
-
-
-# name: (checkpoint of the model, checkpoint whose fit rank the fit uses, labels shuffled)
-CASES = {"grokked": (i_grok, i_grok, False), "memorising": (i_before, i_grok, False),
-         "shuffled": (i_grok, i_grok, True), "untrained": (0, i_grok, False),
-         "untrained_at_before_rank": (0, i_before, False), "grokked_at_before_rank": (i_grok, i_before, False),
-         "memorising_at_final_rank": (i_before, final, False), "untrained_at_final_rank": (0, final, False)}
-control = {a: {name: [fit_at(i, m, int(runs[a]["fit_rank"][j][m]), a, shuffle_seed=m if shuffled else None)
-                      for m in range(S)] for name, (i, j, shuffled) in CASES.items()} for a in ANALYSES}
+CASES = grokking_cores.control_cases(i_grok, i_before, final)   # name: (model's checkpoint, fit rank's, shuffled)
+control = grokking_cores.exact_fit_controls(model, history.snapshots, checkpoints, dev_data, runs, CASES, S)
 for a in ANALYSES:
     for name, rows in control[a].items():
         print(f"{a:8s} {name:25s}: " + "; ".join(f"R² {r2_:.3f}, circle {c:.2f}, modes {k}" for r2_, c, k in rows))
 
-null = {}
-model.load_state_dict(history.snapshots[checkpoints[i_grok]])
-for label, kw in (("jitter 0", dict(jitter=0.0)), ("jitter 1e-8", dict(jitter=1e-8)), ("jitter 1e-6", dict(jitter=1e-6)),
-                  ("centred", dict(centre=True))):
-    null[label] = ace.last_token_summary(model, *dev_data, energy_threshold=energy_threshold, analysis="authors",
-                                         **kw)["necessary"][:S]
-spectrum_at_nec = [float(runs["authors"]["spectrum"][i_grok][m][int(runs["authors"]["necessary"][i_grok][m]) - 1])
-                   for m in range(S)]
+null = grokking_cores.null_direction_ranks(model, history.snapshots[checkpoints[i_grok]], dev_data, S, energy_threshold)
+spectrum_at_nec = grokking_cores.spectrum_at_necessary(runs["authors"], i_grok, S)
 print("authors' necessary rank at grokking:", null, "; σ²/σ₀² at that rank:", [f"{v:.1e}" for v in spectrum_at_nec])
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The authors' Cov\u00b7Obs spectrum at grokking, one line per seed, with the necessary rank each analysis reports (triangles: authors', circles: this library's): a rank that lands where the spectrum has already fallen by many orders of magnitude sits in numerically null directions.", "name": "fig-02-null"}}
@@ -382,8 +337,8 @@ plt.show()
 # ≥ 0.99; if the two are that close, the test cannot tell them apart and is uninformative).
 
 # %%
-from corekit.claims import Null, at_least, at_most, between, holds
 from corekit.curves import GROKKING_THRESHOLD, largest_drop
+from corekit.runs.claims import Null, at_least, at_most, between, holds
 
 labels_w = [f"seed {s_}" for s_ in seeds]
 
@@ -393,10 +348,8 @@ def per_seed(values):
     return {k: round(float(v), 3) if isinstance(v, (float, np.floating)) else v for k, v in zip(labels_w, values)}
 
 
-first_at = lambda curve, level: next((i for i, v in enumerate(curve) if v >= level), None)  # noqa: E731
 ep = lambda i: None if i is None else round(epoch(checkpoints[i]))  # noqa: E731
-g_seed = [first_at(ckpt_test_acc[:, m].tolist(), GROKKING_THRESHOLD) for m in range(S)]
-mem_seed = [first_at(ckpt_train_acc[:, m].tolist(), GROKKING_THRESHOLD) for m in range(S)]
+g_seed, mem_seed = points.seed_grok, points.seed_memorised
 fork_after = has_grok and fork_step > grok_step
 print(f"ω → 0 branch forks at epoch {fork_epoch}; the ω branch groks (every ω model ≥ {GROKKING_THRESHOLD} test "
       f"accuracy) at epoch {ep(i_grok) if has_grok else 'never'}: the fork comes "

@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: Grokking time against weight decay and modulus, with the fitted
+#       laws.
+#     headline_figure: tau_fits
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -27,7 +32,7 @@
 # $\ge 0.99$), in optimizer steps. Two sweeps: $p$ at fixed
 # $\omega$ (`p_values`, `sweep_weight_decay`, full batch) and $\omega$ at fixed $p$ (`weight_decays`,
 # `omega_p`, `omega_batch_size`), each point over `seeds`. Every run of the same $p$ and batch size
-# trains in one batched program (`corekit.sweep`); a program stops `margin` steps after its last model
+# trains in one batched program (`corekit.chapters.grokking_scaling_law`); a program stops `margin` steps after its last model
 # groks, and a run still below 0.99 test accuracy at its budget (`p_max_epochs`, `omega_max_epochs`) is
 # **censored**: counted and shown, but not in the fits; the ω exponent is also fitted with every censored run entered at its lower
 # bound (steps run − step it fitted the training set), so a reader sees what leaving them out does.
@@ -57,67 +62,60 @@
 # about 220 steps).
 
 # %% tags=["parameters"]
-p_values = [31, 37, 43]  # length: 2 or more; range: [3, inf); primes
-sweep_weight_decay = 1.0  # range: (0, inf)
-p_max_epochs = 3000  # range: [1, inf); the p sweep trains full batch, one step per epoch
-weight_decays = [1.0, 1.5, 2.0]  # length: 2 or more; range: (0, inf)
-omega_p = 31  # range: [3, inf); a prime
-omega_batch_size = 0  # range: [0, inf); 0 (or at least the training pairs): full batch
-omega_max_epochs = 3000  # range: [1, inf)
-drop_last = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
-seeds = [0, 1, 2, 3]  # length: 4 or more; range: [0, inf)
-train_frac = 0.5  # range: (0, 1)
-d_model = 32  # range: [1, inf)
-n_heads = 4  # range: [1, inf)
-d_mlp = 128  # range: [1, inf)
-norm = "pre"  # one of: pre, post, none
-dropout = 0.0  # range: [0, 1)
-causal = True  # False: every position attends to every other (nn.TransformerEncoder without a mask)
-qkv_bias = False  # query, key and value biases (nn.MultiheadAttention has them)
-init = "fan_in"  # one of: fan_in, nanda, torch
-equals_token = True  # True: input a, b and an equals token; False: just a, b (the authors' format)
-lr = 3e-3  # range: (0, inf)
-betas = [0.9, 0.98]  # length: 2; range: [0, 1)
-margin = 100  # range: [1, inf); steps a shard runs on after its last model groks
-eval_every = 20  # range: [1, inf); steps between evaluations (τ is resolved to this)
-n_boot = 1000  # range: [10, inf)
-executor = "local"  # one of: local, ray
-checkpoint_dir = ""  # path; empty: no checkpoints
-checkpoint_every = 1000  # range: [1, inf); steps between a shard's checkpoints
-max_models_per_shard = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
-data_seed = 0  # range: [0, inf)
-device = "auto"
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+p_values: list[int] = [31, 37, 43]  # length: 2 or more; range: [3, inf); primes
+sweep_weight_decay: float = 1.0  # range: (0, inf)
+p_max_epochs: int = 3000  # range: [1, inf); the p sweep trains full batch, one step per epoch
+weight_decays: list[float] = [1.0, 1.5, 2.0]  # length: 2 or more; range: (0, inf)
+omega_p: int = 31  # range: [3, inf); a prime
+omega_batch_size: int = 0  # range: [0, inf); 0 (or at least the training pairs): full batch
+omega_max_epochs: int = 3000  # range: [1, inf)
+drop_last: bool = True  # False: an epoch also trains on the shorter last batch (torch's DataLoader default)
+seeds: list[int] = [0, 1, 2, 3]  # length: 4 or more; range: [0, inf)
+train_frac: float = 0.5  # range: (0, 1)
+d_model: int = 32  # range: [1, inf)
+n_heads: int = 4  # range: [1, inf)
+d_mlp: int = 128  # range: [1, inf)
+norm: str = "pre"  # one of: pre, post, none
+dropout: float = 0.0  # range: [0, 1)
+causal: bool = True  # False: every position attends to every other (nn.TransformerEncoder without a mask)
+qkv_bias: bool = False  # query, key and value biases (nn.MultiheadAttention has them)
+init: str = "fan_in"  # one of: fan_in, nanda, torch
+equals_token: bool = True  # True: input a, b and an equals token; False: just a, b (the authors' format)
+lr: float = 3e-3  # range: (0, inf)
+betas: list[float] = [0.9, 0.98]  # length: 2; range: [0, 1)
+margin: int = 100  # range: [1, inf); steps a shard runs on after its last model groks
+eval_every: int = 20  # range: [1, inf); steps between evaluations (τ is resolved to this)
+n_boot: int = 1000  # range: [10, inf)
+executor: str = "local"  # one of: local, ray
+checkpoint_dir: str = ""  # path; empty: no checkpoints
+checkpoint_every: int = 1000  # range: [1, inf); steps between a shard's checkpoints
+max_models_per_shard: int = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
+data_seed: int = 0  # range: [0, inf)
+device: str = "auto"
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import dataclasses
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib import ticker
 
-from corekit import plots, scaling
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
-from corekit.device import default_device
-from corekit.sweep import SweepSettings, grid, point_taus, results_table, run_sweep
+from corekit import scaling
+from corekit.chapters.grokking_scaling_law import SweepSettings, grid, point_taus, results_table, run_sweep
+from corekit.models import TransformerConfig
+from corekit.runs.session import setup
 from corekit.tasks.modular import modular_addition
 from corekit.train import steps_per_epoch
 
-plots.use_style()
-claims = Claims("03_grokking_scaling_law")
-figures = plots.Figures(output_dir, claims.notebook)
-checks.grokking_scaling_law(check_namespace(claims.notebook, globals()))
+claims, figures, dev = setup("03_grokking_scaling_law", globals())
 omega_train_pairs = len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx)
-dev = default_device(device)
-claims.resolve(device=str(dev))
 omega_epoch_steps = steps_per_epoch(omega_train_pairs, omega_batch_size, drop_last)
-p_settings = SweepSettings(d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1, norm=norm, dropout=dropout,
-                           causal=causal, qkv_bias=qkv_bias, init=init, equals_token=equals_token,
-                           drop_last=drop_last, lr=lr,
-                           betas=tuple(betas), train_frac=train_frac, data_seed=data_seed, max_steps=p_max_epochs,
-                           margin=margin, eval_every=eval_every)
+sweep_model = TransformerConfig(vocab=1, n_ctx=1, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
+                                norm=norm, dropout=dropout, causal=causal, qkv_bias=qkv_bias, init=init)  # vocab, n_ctx: per p
+p_settings = SweepSettings(model=sweep_model, equals_token=equals_token, drop_last=drop_last, lr=lr, betas=tuple(betas),
+                           train_frac=train_frac, data_seed=data_seed, max_steps=p_max_epochs, margin=margin,
+                           eval_every=eval_every)
 omega_settings = dataclasses.replace(p_settings, max_steps=omega_max_epochs * omega_epoch_steps)
 p_specs = grid(p_values, [sweep_weight_decay], seeds)
 omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
@@ -292,7 +290,7 @@ plt.show()
 # `tau_resolution` is the largest `eval_every` / τ over the grokked runs: how finely τ was measured.
 
 # %%
-from corekit.claims import Null, at_least, at_most, equal_to, interval_contains
+from corekit.runs.claims import Null, at_least, at_most, equal_to, interval_contains
 
 no_fit = scaling.Interval(*[float("nan")] * 3, n_boot=n_boot, failed=n_boot)
 omega_k, p_k = exponents.get("ω", no_fit), exponents.get("p", no_fit)

@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: How well the 1-D agreement core separates singular from plural
+#       at each layer, against the model's own margin.
+#     headline_figure: core_auroc_by_layer
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -31,7 +36,7 @@
 # `metrics.json` name the weights again. With a model hub, `-p models` takes Hugging Face ids
 # (`google/gemma-3-270m`, `gpt2`, …) unchanged.
 #
-# **Method**, in seven steps below (the library module `corekit.number_axis` holds each step's
+# **Method**, in seven steps below (the library module `corekit.chapters.llm_agreement_axis` holds each step's
 # state in one small object):
 #
 # 1. *Prompts*: templated prompts that end right before the verb, each checked before use.
@@ -60,44 +65,48 @@
 # paper's models, gpt2 … Qwen2.5-32B, on 1200 prompts).
 
 # %% tags=["parameters"]
-models = ["gemma-3-270m", "smollm2-135m"]  # length: 1 or more
-n_train = 120  # range: [1, inf)
-n_test = 120  # range: [1, inf)
-data_seed = 0  # range: [0, inf)
-subject_scope_layers = 2  # range: [1, inf) or null; null: every layer
-sufficient_ranks = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]  # length: 1 or more; range: [1, inf)
-n_generate = 64  # range: [0, inf)
-max_new_tokens = 4  # range: [1, inf)
-generation_seed = 0  # range: [0, inf)
-n_examples = 6  # range: [0, inf)
-n_boot = 2000  # range: [1, inf)
-n_random = 20  # range: [1, inf)
-n_random_subject = 2  # range: [1, inf)
-compare_authors = True  # run the pipeline on the authors' own sentences too, when results/oracle/04.json is on record
-n_authors = 60  # range: [2, inf) or null; null: every sentence of the authors' split; else the first n of each half
-batch_size = 64  # range: [1, inf)
-device = "auto"
-dtype = "auto"
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+models: list[str] = ["gemma-3-270m", "smollm2-135m"]  # length: 1 or more
+n_train: int = 120  # range: [1, inf)
+n_test: int = 120  # range: [1, inf)
+data_seed: int = 0  # range: [0, inf)
+subject_scope_layers: int = 2  # range: [1, inf) or null; null: every layer
+sufficient_ranks: list[int] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]  # length: 1 or more; range: [1, inf)
+n_generate: int = 64  # range: [0, inf)
+max_new_tokens: int = 4  # range: [1, inf)
+generation_seed: int = 0  # range: [0, inf)
+n_examples: int = 6  # range: [0, inf)
+n_boot: int = 2000  # range: [1, inf)
+n_random: int = 20  # range: [1, inf)
+n_random_subject: int = 2  # range: [1, inf)
+compare_authors: bool = True  # run the pipeline on the authors' own sentences too, when results/oracle/04.json is on record
+n_authors: int = 60  # range: [2, inf) or null; null: every sentence of the authors' split; else the first n of each half
+batch_size: int = 64  # range: [1, inf)
+device: str = "auto"
+dtype: str = "auto"
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
-import torch
+import numpy as np
 
 from corekit import lm as language_models
 from corekit import oracle, plots, stats
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
-from corekit.number_axis import (LAST_LAYER_RECIPES, find_axis, fit_margin, flip_generation, measure,
-                                 newest_position_generation, sufficient_rank, sweep)
+from corekit.chapters.llm_agreement_axis import (
+    LAST_LAYER_RECIPES,
+    authors_comparison,
+    find_axis,
+    fit_margin,
+    flip_generation,
+    measure,
+    newest_position_generation,
+    recipe_spearman,
+    sufficient_rank,
+    sweep,
+)
+from corekit.runs.session import setup
 from corekit.tasks import agreement, sva_sentences
 
-plots.use_style()
-claims = Claims("04_llm_agreement_axis")
-figures = plots.Figures(output_dir, claims.notebook)
-checks.llm_agreement_axis(check_namespace(claims.notebook, globals()))
+claims, figures, _ = setup("04_llm_agreement_axis", globals())
 
 # %% [markdown]
 # ## 1. The prompts, checked before use
@@ -436,55 +445,36 @@ else:
         print(f"  {count:4d}  {kind}: {sva_sentences.KINDS[kind]}")
 
 # %%
-on_theirs, comparison = {}, {}
+comparison = {}
 for name in models if authors is not None else []:
     if name not in authors["models"]:
         print(f"{name}: not in the authors' run on record")
         continue
     tr, te = (their.train, their.test) if n_authors is None else (their.train[:n_authors], their.test[:n_authors])
     mt = measure(language_models.load(name, device=device, dtype=dtype), name, tr, te, batch_size)
-    axes_t = {recipe: find_axis(mt, last_layer=recipe) for recipe in LAST_LAYER_RECIPES}
-    L, rec = mt.n_layers, authors["models"][name]
-    s_pn = sweep(mt, axes_t["post_norm"], range(L + 1), "last")
-    s_bo = sweep(mt, axes_t["block_output"], [L], "last")
-    kinds = ("keep_only", "remove", "flip")
-    flips = {"post_norm": s_pn.auroc["flip"], "block_output": np.r_[s_pn.auroc["flip"][:L], s_bo.auroc["flip"]]}
-    layers_t = {recipe: 1 + int(np.argmin(f[1:])) for recipe, f in flips.items()}  # the authors' rule, layers 1 … L
-    layer_t = layers_t["post_norm"]
-    well_formed = np.array(their.clean(te))
-    on_theirs[name] = (mt, axes_t, s_pn, s_bo)
-    comparison[name] = dict(
-        base=mt.base_auroc, layer=layer_t,
-        max_diff=max(abs(float(s_pn.auroc[k][r["layer"]]) - r[k]) for r in rec["layer_sweep"][1:] for k in kinds),
-        at_layer={k: float(s_pn.auroc[k][layer_t]) for k in kinds},
-        last={recipe: {k: float(sw.auroc[k][-1]) for k in kinds} for recipe, sw in (("post_norm", s_pn),
-                                                                                   ("block_output", s_bo))},
-        core_auroc={recipe: float(axes_t[recipe].auroc[L]) for recipe in LAST_LAYER_RECIPES},
-        layers=layers_t, z_test={recipe: axes_t[recipe].z_test[layers_t[recipe]] for recipe in LAST_LAYER_RECIPES},
-        base_well_formed=stats.auroc(mt.test.last.value[torch.as_tensor(well_formed)], mt.test.y[well_formed]),
-        n_well_formed=int(well_formed.sum()))
-    c = comparison[name]
-    print(f"{name} ({len(tr)} / {len(te)} of their sentences): base AUROC {c['base']:.3f} (authors' code "
+    comparison[name] = c = authors_comparison(mt, authors["models"][name], their.clean(te))
+    rec = authors["models"][name]
+    print(f"{name} ({len(tr)} / {len(te)} of their sentences): base AUROC {c.base:.3f} (authors' code "
           f"{rec['base_auroc']:.3f}); largest |difference| from the authors' code over every layer and ablation "
-          f"{c['max_diff']:.4f}; lowest held-out flip at layer {layer_t} (authors' code: {rec['chosen_layer']})")
-    for recipe, v in c["last"].items():
-        print(f"   last layer {L}, {recipe} recipe: core AUROC {c['core_auroc'][recipe]:.3f}; keep / remove / flip "
-              + " / ".join(f"{v[k]:.3f}" for k in kinds))
-    print(f"   base AUROC on the {c['n_well_formed']} well-formed held-out sentences: {c['base_well_formed']:.3f}")
+          f"{c.max_diff:.4f}; lowest held-out flip at layer {c.layer} (authors' code: {rec['chosen_layer']})")
+    for recipe, v in c.last.items():
+        print(f"   last layer {mt.n_layers}, {recipe} recipe: core AUROC {c.core_auroc[recipe]:.3f}; keep / remove / "
+              "flip " + " / ".join(f"{v[k]:.3f}" for k in v))
+    print(f"   base AUROC on the {c.n_well_formed} well-formed held-out sentences: {c.base_well_formed:.3f}")
 full_split = their is not None and (n_authors is None or n_authors >= max(len(their.train), len(their.test)))
 if len(comparison) > 1:
     a_, b_ = list(comparison)[:2]
-    rho_t = {recipe: stats.spearman(comparison[a_]["z_test"][recipe], comparison[b_]["z_test"][recipe])
-             for recipe in LAST_LAYER_RECIPES}
+    rho_t = recipe_spearman(comparison[a_], comparison[b_])
     print("cross-model Spearman on their held-out sentences, each model at its lowest held-out flip layer: "
-          + ", ".join(f"{rho_t[r]:.3f} with the {r} recipe (layers {comparison[a_]['layers'][r]}, "
-                      f"{comparison[b_]['layers'][r]})" for r in LAST_LAYER_RECIPES)
+          + ", ".join(f"{rho_t[r]:.3f} with the {r} recipe (layers {comparison[a_].layers[r]}, "
+                      f"{comparison[b_].layers[r]})" for r in LAST_LAYER_RECIPES)
           + f"; authors' code: {authors['cross_model_spearman'].get(f'{a_} ~ {b_}')}")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The authors' sentences through this library (lines, with the authors' last-layer recipe) and through the authors' own code (open circles), layer by layer: where circles sit on the lines, the two measurements agree. Stars: the last layer with the axis taken where the edit acts (this chapter's recipe).", "name": "fig-04-authors-sentences"}}
-if on_theirs:
-    fig, axs = plt.subplots(1, len(on_theirs), figsize=(5.2 * len(on_theirs), 3.4), squeeze=False)
-    for ax, (name, (mt, _, s_pn, s_bo)) in zip(axs[0], on_theirs.items()):
+if comparison:
+    fig, axs = plt.subplots(1, len(comparison), figsize=(5.2 * len(comparison), 3.4), squeeze=False)
+    for ax, (name, c) in zip(axs[0], comparison.items()):
+        mt, s_pn, s_bo = c.measured, c.post_norm, c.block_output
         rows = authors["models"][name]["layer_sweep"][1:]  # their code does not edit layer 0 (it reports the base)
         for kind, colour in (("keep_only", "#0072B2"), ("remove", "#D55E00"), ("flip", "#009E73")):
             ax.plot(s_pn.auroc[kind], "-", color=colour, lw=1.2, label=f"{kind}, this library")
@@ -516,43 +506,27 @@ if on_theirs:
 #   `n_boot` shuffles), and between random-direction coordinates of the two models (the largest of `n_random`).
 
 # %%
-from corekit.claims import Null, at_least, at_most, equal_to
-from corekit.number_axis import random_directions, random_layer_choice, random_null
+from corekit.chapters.llm_agreement_axis import cross_model_nulls, model_nulls
+from corekit.runs.claims import Null, at_least, at_most, equal_to
 
 nulls = {}
 for name, m in measured.items():
-    D, a, r0 = m.lm.d_model, number_axes[name], random_directions(m.lm.d_model, 1, data_seed + 3)[0]
-    basis = torch.linalg.qr(random_directions(D, max(sufficient_ranks), data_seed + 2).T)[0]
-    nulls[name] = dict(
-        last=random_null(m, a, last[name], n_random, data_seed),
-        subject=random_null(m, a, subject[name], n_random_subject, data_seed),
-        layer=random_layer_choice(m, a, data_seed + 1),
-        rank=sufficient_rank(m, a, last[name].layer, sufficient_ranks, basis=basis),
-        generation=flip_generation(m, a, subject[name], gen_prompts, max_new_tokens, nlp, sample=True,
-                                   seed=generation_seed, direction=r0, plain=generations[name, "sampled"]),
-        steering=newest_position_generation(m, a, last[name].layer, gen_prompts, max_new_tokens, nlp,
-                                            generations[name, "sampled"], seed=generation_seed, direction=r0))
-    nl, ns, n = nulls[name]["last"], nulls[name]["subject"], nulls[name]
-    random_rank = n["rank"].sufficient if n["rank"].sufficient > 0 else f"> {n['rank'].ranks[-1]}"
+    nulls[name] = n = model_nulls(m, number_axes[name], last[name], subject[name], gen_prompts, max_new_tokens, nlp,
+                                  generations[name, "sampled"], sufficient_ranks, n_random, n_random_subject, data_seed,
+                                  generation_seed)
+    nl, ns = n.last, n.subject
+    random_rank = n.rank.sufficient if n.rank.sufficient > 0 else f"> {n.rank.ranks[-1]}"
     print(f"{name}, {n_random} random directions at layer {nl.layer} (last position): coordinate AUROC ≤ "
           f"{nl.coordinate_auroc.max():.3f}, keep-only ≤ {nl.auroc['keep_only'].max():.3f}, remove ≥ "
           f"{nl.auroc['remove'].min():.3f}, flip ≥ {nl.auroc['flip'].min():.3f}, flip rate ≤ {nl.flip_rate.max():.3f}, "
           f"margin R² ≤ {nl.margin_r2.max():.3f}")
     print(f"   from the subject on ({n_random_subject} at layer {ns.layer}): keep-only ≤ {ns.auroc['keep_only'].max():.3f}, "
           f"remove ≥ {ns.auroc['remove'].min():.3f}, flip ≥ {ns.auroc['flip'].min():.3f}, flip rate ≤ "
-          f"{ns.flip_rate.max():.3f}; layer chosen with random directions: {n['layer']} of {m.n_layers}; sufficient "
+          f"{ns.flip_rate.max():.3f}; layer chosen with random directions: {n.layer} of {m.n_layers}; sufficient "
           f"rank of random subspaces: {random_rank}")
-    print(f"   generation along a random direction: our flip {n['generation'].switched} of {n['generation'].right}, "
-          f"the authors' steering {n['steering'].switched} of {n['steering'].right}")
-rng = np.random.default_rng(data_seed)
-spearman_nulls = {}
-for i, a_name in enumerate(names):
-    for b_name in names[i + 1:]:
-        za, zb = (coordinates[x].cpu().double().numpy() for x in (a_name, b_name))
-        shuffled = [stats.spearman(za, zb[rng.permutation(len(zb))]) for _ in range(n_boot)]
-        random_pairs = [stats.spearman(x, y) for x, y in zip(nulls[a_name]["last"].z_test, nulls[b_name]["last"].z_test)]
-        spearman_nulls[f"{a_name} ~ {b_name}"] = {"shuffled": float(np.percentile(shuffled, 99)),
-                                                  "random": float(np.max(random_pairs))}
+    print(f"   generation along a random direction: our flip {n.generation.switched} of {n.generation.right}, "
+          f"the authors' steering {n.steering.switched} of {n.steering.right}")
+spearman_nulls = cross_model_nulls(names, coordinates, {name: n.last.z_test for name, n in nulls.items()}, n_boot, data_seed)
 print(spearman_nulls)
 
 # %% [markdown]
@@ -606,7 +580,8 @@ def generation_check(id, gen, null, null_what, statistic, why):
 for name, m in measured.items():
     base, a, s, sub, rc = m.base_auroc, number_axes[name], last[name], subject[name], ranks[name]
     l, i, L, bar = s.layer, sub.index, m.n_layers, base - 0.02
-    nl, ns, nu = nulls[name]["last"], nulls[name]["subject"], nulls[name]
+    nu = nulls[name]
+    nl, ns = nu.last, nu.subject
     most_l, least_l = (f"{w} of {n_random} random unit directions at layer {l}" for w in ("largest", "smallest"))
     most_s, least_s = (f"{w} of {n_random_subject} random unit directions at layer {sub.layer}, from the subject on"
                        for w in ("largest", "smallest"))
@@ -619,12 +594,12 @@ for name, m in measured.items():
     claims.check(f"chosen_layer[{name}]", l, at_least(2 * L / 3), paper="late layers",
                  statistic=f"the layer of the lowest flip AUROC on the training prompts (last position), of layers 0 … "
                            f"{L}" + authors_note(name, "chosen_layer"),
-                 null=Null("the same rule with a random unit direction at every layer", nu["layer"]))
+                 null=Null("the same rule with a random unit direction at every layer", nu.layer))
     c = comparison.get(name)
     on_their_sentences = "" if c is None else (
-        f"; on the authors' sentences the same pipeline's last-layer core gives {c['core_auroc']['block_output']:.3f} "
-        f"against that set's base {c['base']:.3f} ({their.flawed()} of their {len(their.kinds)} sentences are not "
-        f"agreement prompts; the base is {c['base_well_formed']:.3f} on the {c['n_well_formed']} well-formed held-out ones)")
+        f"; on the authors' sentences the same pipeline's last-layer core gives {c.core_auroc['block_output']:.3f} "
+        f"against that set's base {c.base:.3f} ({their.flawed()} of their {len(their.kinds)} sentences are not "
+        f"agreement prompts; the base is {c.base_well_formed:.3f} on the {c.n_well_formed} well-formed held-out ones)")
     claims.check(f"core_auroc[{name}]", round(float(a.auroc[l]), 4), at_least(bar),
                  statistic=f"held-out AUROC of the rank-1 core coordinate at layer {l} (bar: the model's own margin "
                            f"AUROC {base:.3f} − 0.02)",
@@ -650,7 +625,7 @@ for name, m in measured.items():
                            f"sign under the flip (last position, layer {l})",
                  null=Null(most_l, round(float(nl.flip_rate.max()), 4)),
                  why="the 0.8 bar is the book's (DESIGN.md); the paper says the flip inverts number but gives no rate")
-    random_rank = nu["rank"].sufficient if nu["rank"].sufficient > 0 else None
+    random_rank = nu.rank.sufficient if nu.rank.sufficient > 0 else None
     claims.check(f"sufficient_rank[{name}]", rc.sufficient if rc.sufficient > 0 else None, equal_to(1),
                  statistic=f"smallest r in {rc.ranks} whose rank-r core keeps the held-out margin AUROC ≥ base − "
                            f"{rc.tol} = {base - rc.tol:.3f} (keep-only, layer {rc.layer}, last position; —: none)",
@@ -685,7 +660,7 @@ for name, m in measured.items():
                   statistic="m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out")
     gs, gg, ga = generations[name, "sampled"], generations[name, "greedy"], generations[name, "authors"]
     generation_check(
-        f"generation_flip_rate[{name}]", gs, nu["generation"], "the same flip along a random unit direction",
+        f"generation_flip_rate[{name}]", gs, nu.generation, "the same flip along a random unit direction",
         statistic=f"share of the {gs.right} held-out continuations with a verb of the subject's number (of "
                   f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}) that switch number "
                   f"under the flip from the subject on at layer {gs.layer}, Wilson 95 % interval",
@@ -697,7 +672,7 @@ for name, m in measured.items():
                   statistic="the same prompts, greedy decoding")
     rec_gen = (authors or {}).get("models", {}).get(name, {}).get("generation")
     generation_check(
-        f"generation_flip_rate_authors_steering[{name}]", ga, nu["steering"],
+        f"generation_flip_rate_authors_steering[{name}]", ga, nu.steering,
         "the authors' steering along a random unit direction",
         statistic=f"share of the {ga.right} continuations that switch number under the authors' steering (newest "
                   f"position only, a strength per step; layer {ga.layer}), the same prompts and seeds as our flip, "
@@ -726,23 +701,23 @@ if their is not None:
                   statistic="the authors' sentences that are not agreement prompts, by kind (corekit.tasks.sva_sentences)")
 for name, c in comparison.items():
     rec = authors["models"][name]
-    worst = max(c["max_diff"], abs(c["base"] - rec["base_auroc"]))
+    worst = max(c.max_diff, abs(c.base - rec["base_auroc"]))
     claims.check(f"authors_sentences_same_numbers[{name}]", round(worst, 4), at_most(0.01), no_null="provenance",
                  statistic="largest |this library − authors' code| over the base AUROC and every layer's keep-only / "
                            "remove / flip AUROC, on their sentences and split, with their last-layer recipe",
                  undecided=subset_why)
     claims.report(f"authors_sentences_ablations[{name}]",
-                  {"layer": c["layer"], **{k: round(v, 4) for k, v in c["at_layer"].items()}},
+                  {"layer": c.layer, **{k: round(v, 4) for k, v in c.at_layer.items()}},
                   authors={"layer": rec["chosen_layer"], "keep_only": rec["keep_only_auroc"],
                            "remove": rec["remove_auroc"], "flip": rec["flip_auroc"]},
                   statistic="at the lowest held-out flip layer (the authors' rule), their sentences, their recipe")
     claims.report(f"authors_sentences_last_layer[{name}]",
-                  {recipe: {"core_auroc": round(c["core_auroc"][recipe], 4), **{k: round(v, 4) for k, v in lr.items()}}
-                   for recipe, lr in c["last"].items()},
-                  statistic=f"layer {on_theirs[name][0].n_layers}, the authors' recipe (post_norm) vs this chapter's "
-                            f"(block_output); base AUROC {c['base']:.3f}")
+                  {recipe: {"core_auroc": round(c.core_auroc[recipe], 4), **{k: round(v, 4) for k, v in lr.items()}}
+                   for recipe, lr in c.last.items()},
+                  statistic=f"layer {c.measured.n_layers}, the authors' recipe (post_norm) vs this chapter's "
+                            f"(block_output); base AUROC {c.base:.3f}")
     claims.report(f"authors_sentences_base_auroc_well_formed[{name}]",
-                  {"auroc": round(c["base_well_formed"], 4), "of": c["n_well_formed"], "all": round(c["base"], 4)},
+                  {"auroc": round(c.base_well_formed, 4), "of": c.n_well_formed, "all": round(c.base, 4)},
                   statistic="the model's own margin AUROC on their well-formed held-out sentences, beside all")
 if len(comparison) > 1:
     theirs_rho_t = authors["cross_model_spearman"][f"{a_} ~ {b_}"]
@@ -791,9 +766,9 @@ for name in models:
 for pair, value in pairs.items():
     print(f"{pair}: Spearman {value['rho']:.3f}, 95 % interval [{value['ci95'][0]:.3f}, {value['ci95'][1]:.3f}]")
 for name, c in comparison.items():
-    print(f"{name} on the authors' sentences: largest difference from their code {c['max_diff']:.4f}; last-layer core "
-          f"AUROC {c['core_auroc']['post_norm']:.3f} (their recipe) vs {c['core_auroc']['block_output']:.3f} (ours); "
-          f"base AUROC {c['base']:.3f} on all, {c['base_well_formed']:.3f} on the {c['n_well_formed']} well-formed")
+    print(f"{name} on the authors' sentences: largest difference from their code {c.max_diff:.4f}; last-layer core "
+          f"AUROC {c.core_auroc['post_norm']:.3f} (their recipe) vs {c.core_auroc['block_output']:.3f} (ours); "
+          f"base AUROC {c.base:.3f} on all, {c.base_well_formed:.3f} on the {c.n_well_formed} well-formed")
 if len(comparison) > 1:
     print("cross-model Spearman on the authors' sentences: "
           + ", ".join(f"{r} {v:.3f}" for r, v in rho_t.items()))

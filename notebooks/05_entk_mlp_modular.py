@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: Leading eNTK eigenvectors of the MLP against the Fourier features
+#       of the inputs and of their sum.
+#     headline_figure: eigenvector_features
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -38,49 +43,38 @@
 # (`corekit run 05_entk_mlp_modular -p p 31`).
 
 # %% tags=["parameters"]
-p = 29  # range: [3, inf); a prime
-width = 512  # range: [1, inf)
-train_frac = 0.7  # range: (0, 1)
-lr = 0.05  # range: (0, inf)
-weight_decay = 0.01  # range: [0, inf)
-betas = [0.9, 0.999]  # length: 2; range: [0, 1)
-epochs = 500  # range: [1, inf)
-seed = 0  # range: [0, inf)
-data_seed = 0  # range: [0, inf)
-top_k = 200  # range: [1, inf); eigenpairs; at least 8⌊p/2⌋ + 2 are computed (both cliffs and the one after)
-eval_every = 1  # range: [1, inf)
-n_log_snapshots = 12  # range: [0, inf)
-n_dense_snapshots = 12  # range: [0, inf)
-device = "auto"
-cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+p: int = 29  # range: [3, inf); a prime
+width: int = 512  # range: [1, inf)
+train_frac: float = 0.7  # range: (0, 1)
+lr: float = 0.05  # range: (0, inf)
+weight_decay: float = 0.01  # range: [0, inf)
+betas: list[float] = [0.9, 0.999]  # length: 2; range: [0, 1)
+epochs: int = 500  # range: [1, inf)
+seed: int = 0  # range: [0, inf)
+data_seed: int = 0  # range: [0, inf)
+top_k: int = 200  # range: [1, inf); eigenpairs; at least 8⌊p/2⌋ + 2 are computed (both cliffs and the one after)
+eval_every: int = 1  # range: [1, inf)
+n_log_snapshots: int = 12  # range: [0, inf)
+n_dense_snapshots: int = 12  # range: [0, inf)
+device: str = "auto"
+cpu_threads: int = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import matplotlib.pyplot as plt
 
-from corekit import entk, fourier, plots
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
-from corekit.device import default_device
-from corekit.models import BatchedQuadraticMLP
-from corekit.tasks.modular import check_modulus, modular_addition
+from corekit import entk, fourier, subspaces
 from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule, steepest_rise
+from corekit.models import BatchedQuadraticMLP
+from corekit.runs.session import setup
+from corekit.tasks.modular import modular_addition
 from corekit.train import train_mse
 
-plots.use_style()
-claims = Claims("05_entk_mlp_modular")
-figures = plots.Figures(output_dir, claims.notebook)
-p = check_modulus(p)
+claims, figures, dev = setup("05_entk_mlp_modular", globals())
 n_cliff = 4 * (p // 2)                          # expected size of each cliff
-checks.entk_mlp_modular(check_namespace(claims.notebook, globals()))
 n_eig = max(top_k, 2 * n_cliff + 2)            # both cliffs and the eigenvalue after them, at least
-dev = default_device(device)
-if dev.type == "cpu" and cpu_threads:
-    torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims.resolve(device=str(dev))
 
 # %% [markdown]
 # ## Training
@@ -129,7 +123,7 @@ K = entk.total(per_layer)
 eig = entk.top_eigenpairs(K, n_eig)
 edge1, edge2 = entk.cliff_edges(eig.values, n_edges=2, start=1)
 cliff1_size, cliff2_size = edge1 - 1, edge2 - edge1
-constant_overlap = fourier.alignment(eig.vectors[:, :1], torch.ones(p * p, 1, dtype=torch.float64),
+constant_overlap = subspaces.alignment(eig.vectors[:, :1], torch.ones(p * p, 1, dtype=torch.float64),
                                      centre_features=False)
 values = eig.values.cpu().numpy()
 print(f"eigenvector 0 · constant: {constant_overlap:.4f}; detected cliff sizes {cliff1_size}, {cliff2_size} "
@@ -162,7 +156,7 @@ F_ab = fourier.fourier_basis(p, "ab")
 F_sum = fourier.fourier_basis(p, "sum")
 F_diff = fourier.fourier_basis(p, "diff")
 shown = 2 * n_cliff + 8
-profile = {name: fourier.alignment_profile(eig.vectors[:, :shown], F).cpu().numpy()
+profile = {name: subspaces.alignment_profile(eig.vectors[:, :shown], F).cpu().numpy()
            for name, F in (("a, b", F_ab), ("a + b", F_sum), ("a − b", F_diff))}
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvectors 1 and 2 (first cliff) and the first two of the second cliff as p \u00d7 p images over (a, b): look for waves along a or along b in the first pair and along the diagonals a \u00b1 b in the second.", "name": "fig-05-eigenvectors"}}
@@ -197,13 +191,13 @@ plt.show()
 # of 200 draws).
 
 # %%
-from corekit import metrics
+from corekit import subspaces
 
 Q1 = eig.vectors[:, 1:1 + n_cliff]
 Q2 = eig.vectors[:, 1 + n_cliff:1 + 2 * n_cliff]
-align_ab = fourier.alignment(Q1, F_ab)
-align_sum = fourier.alignment(Q2, F_sum)
-align_diff = fourier.alignment(Q2, F_diff)
+align_ab = subspaces.alignment(Q1, F_ab)
+align_sum = subspaces.alignment(Q2, F_sum)
+align_diff = subspaces.alignment(Q2, F_diff)
 random_level = n_cliff / (p * p)            # expected fraction for a random block of the same size
 print(f"cliff 1 vs a, b features:  {align_ab:.4f}  ({align_ab * n_cliff:.2f} / {n_cliff})")
 print(f"cliff 2 vs a + b features: {align_sum:.4f}  ({align_sum * n_cliff / 2:.2f} / {n_cliff // 2})")
@@ -214,10 +208,10 @@ fm_0 = entk.functional_mlp(model, state=history.snapshots[0]).to(torch.float64)
 eig_0 = entk.top_eigenpairs(entk.total(entk.kernels(fm_0, X.double(), mode="class_mean")), n_eig)
 edge1_0, edge2_0 = entk.cliff_edges(eig_0.values, n_edges=2, start=1)
 Q1_0, Q2_0 = eig_0.vectors[:, 1:1 + n_cliff], eig_0.vectors[:, 1 + n_cliff:1 + 2 * n_cliff]
-init = dict(cliff1_size=edge1_0 - 1, cliff2_size=edge2_0 - edge1_0, ab=fourier.alignment(Q1_0, F_ab),
-            sum=fourier.alignment(Q2_0, F_sum), diff=fourier.alignment(Q2_0, F_diff))
-random_blocks = metrics.random_orthonormal(p * p, n_cliff, 200, seed=data_seed)     # (200, p², 4⌊p/2⌋)
-random_q99 = {name: float(np.quantile([fourier.alignment(Q, F) for Q in random_blocks], 0.99))
+init = dict(cliff1_size=edge1_0 - 1, cliff2_size=edge2_0 - edge1_0, ab=subspaces.alignment(Q1_0, F_ab),
+            sum=subspaces.alignment(Q2_0, F_sum), diff=subspaces.alignment(Q2_0, F_diff))
+random_blocks = subspaces.random_orthonormal(p * p, n_cliff, 200, seed=data_seed)     # (200, p², 4⌊p/2⌋)
+random_q99 = {name: float(np.quantile([subspaces.alignment(Q, F) for Q in random_blocks], 0.99))
               for name, F in (("ab", F_ab), ("sum", F_sum), ("diff", F_diff))}
 print(f"at initialisation: detected cliff sizes {init['cliff1_size']}, {init['cliff2_size']}; cliff 1 vs a, b "
       f"{init['ab']:.4f}, cliff 2 vs a + b {init['sum']:.4f}, vs a − b {init['diff']:.4f}")
@@ -250,8 +244,8 @@ for epoch in snap_epochs:
     fm_t = entk.functional_mlp(model, state=history.snapshots[int(epoch)]).to(torch.float32, dev)
     K_t = entk.total(entk.kernels(fm_t, X.float(), mode="class_mean"))
     V_t = entk.top_eigenpairs(K_t, 2 * n_cliff + 1).vectors
-    snap_ab.append(fourier.alignment(V_t[:, 1:1 + n_cliff], F_ab))
-    snap_sd.append(fourier.alignment(V_t[:, 1 + n_cliff:1 + 2 * n_cliff], F_sd))
+    snap_ab.append(subspaces.alignment(V_t[:, 1:1 + n_cliff], F_ab))
+    snap_sd.append(subspaces.alignment(V_t[:, 1 + n_cliff:1 + 2 * n_cliff], F_sd))
 snap_ab, snap_sd = np.asarray(snap_ab), np.asarray(snap_sd)
 t_peak, _ = steepest_rise(snap_epochs, snap_sd)
 t_peak_ab, _ = steepest_rise(snap_epochs, snap_ab)          # the same timing for cliff 1, aligned from the start
@@ -294,7 +288,7 @@ plt.show()
 # claim needs a network that generalises; without one it is undecided.
 
 # %%
-from corekit.claims import Null, at_least, at_most, equal_to
+from corekit.runs.claims import Null, at_least, at_most, equal_to
 
 tol = max(spacing, 0.2 * t_grok)
 at_init = "the kernel at initialisation (epoch 0)"

@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: Per-layer eNTK eigenvector blocks of the transformer against
+#       the Fourier feature families.
+#     headline_figure: eigenvector_features
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -44,59 +49,45 @@
 # weights are those a lone run of the authors' script with that seed draws.
 
 # %% tags=["parameters"]
-p = 29  # range: [3, inf); a prime
-d_model = 64  # range: [1, inf)
-n_heads = 4  # range: [1, inf)
-d_mlp = 256  # range: [1, inf)
-train_frac = 0.5  # range: (0, 1)
-lr = 3e-4  # range: (0, inf)
-weight_decay = 1.0  # range: [0, inf)
-betas = [0.9, 0.999]  # length: 2; range: [0, 1)
-batch_size = 64  # range: [1, inf)
-epochs = 4000  # range: [1, inf)
-seeds = [2, 3]  # length: 1 or more; range: [0, inf); studied in full, training dynamics included
-extra_seeds = []  # length: 0 or more; range: [0, inf); more models, final state only (the dependence on keys)
-data_seed = 0  # range: [0, inf)
-split = "python"  # one of: python, torch; the authors' split, or corekit's seeded randperm
-init = "lin"  # one of: lin, nanda, fan_in; the authors' draw, or corekit's per-seed draws
-batch_order = "loader"  # one of: loader, seeded; the authors' DataLoader order, or corekit's (seed, epoch) order
-log_every_epochs = 20  # range: [1, inf); the authors' logging interval (their batch order depends on it)
-dynamics_every_epochs = 100  # range: [1, inf); epochs between the kernel snapshots of the dynamics
-top_k = 40  # range: [1, inf)
-device = "auto"
-cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+p: int = 29  # range: [3, inf); a prime
+d_model: int = 64  # range: [1, inf)
+n_heads: int = 4  # range: [1, inf)
+d_mlp: int = 256  # range: [1, inf)
+train_frac: float = 0.5  # range: (0, 1)
+lr: float = 3e-4  # range: (0, inf)
+weight_decay: float = 1.0  # range: [0, inf)
+betas: list[float] = [0.9, 0.999]  # length: 2; range: [0, 1)
+batch_size: int = 64  # range: [1, inf)
+epochs: int = 4000  # range: [1, inf)
+seeds: list[int] = [2, 3]  # length: 1 or more; range: [0, inf); studied in full, training dynamics included
+extra_seeds: list = []  # length: 0 or more; range: [0, inf); more models, final state only (the dependence on keys)
+data_seed: int = 0  # range: [0, inf)
+split: str = "python"  # one of: python, torch; the authors' split, or corekit's seeded randperm
+init: str = "lin"  # one of: lin, nanda, fan_in; the authors' draw, or corekit's per-seed draws
+batch_order: str = "loader"  # one of: loader, seeded; the authors' DataLoader order, or corekit's (seed, epoch) order
+log_every_epochs: int = 20  # range: [1, inf); the authors' logging interval (their batch order depends on it)
+dynamics_every_epochs: int = 100  # range: [1, inf); epochs between the kernel snapshots of the dynamics
+top_k: int = 40  # range: [1, inf)
+device: str = "auto"
+cpu_threads: int = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
-import numpy as np
-import torch
 import matplotlib.pyplot as plt
+import numpy as np
 
-from corekit import entk_blocks, fourier, oracle, plots, train
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
+from corekit import fourier, oracle, subspaces
+from corekit.chapters import entk_transformer_modular
 from corekit.curves import first_step_reaching, steepest_rise
-from corekit.device import default_device
-from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.tasks.modular import check_modulus, modular_addition
-from corekit.train import Dataset, train_ensemble
+from corekit.runs.session import setup
 
-plots.use_style()
-claims = Claims("06_entk_transformer_modular")
-figures = plots.Figures(output_dir, claims.notebook)
-p = check_modulus(p)
+claims, figures, dev = setup("06_entk_transformer_modular", globals())
 all_seeds = list(seeds) + list(extra_seeds)
-checks.entk_transformer_modular(check_namespace(claims.notebook, globals()))
-dev = default_device(device)
-if dev.type == "cpu" and cpu_threads:
-    torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims.resolve(device=str(dev))
-AUTHORS_SETTINGS = dict(p=29, d_model=64, n_heads=4, d_mlp=256, train_frac=0.5, lr=3e-4, weight_decay=1.0,
-                        betas=[0.9, 0.999], batch_size=64, data_seed=0, split="python", init="lin",
-                        batch_order="loader", log_every_epochs=20)
+settings = dict(p=p, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, train_frac=train_frac, lr=lr,
+                weight_decay=weight_decay, betas=betas, batch_size=batch_size, data_seed=data_seed, split=split,
+                init=init, batch_order=batch_order, log_every_epochs=log_every_epochs)
 authors = oracle.load("06")
-same = {k: globals()[k] == v for k, v in AUTHORS_SETTINGS.items()}
+same = entk_transformer_modular.matches_authors(settings)                 # the authors' settings, one by one
 if authors and not (all(same.values()) and epochs == authors["epochs"]):
     authors = None                                                       # their record is for other settings
 print("authors' run on the same seeds:", "results/oracle/06.json, commit " + authors["authors_commit"][:10]
@@ -107,22 +98,12 @@ print("authors' run on the same seeds:", "results/oracle/06.json, commit " + aut
 #
 # Every model is evaluated after every epoch; its parameters are saved after epoch 0 and every
 # `log_every_epochs` epochs after it, where the authors log (their epoch $e$ is our
-# evaluation after $e+1$ epochs).
+# evaluation after $e+1$ epochs); the recipe is `corekit.chapters.entk_transformer_modular.train_authors`.
 
 # %%
-task = modular_addition(p, train_frac, data_seed, split=split)
-tokens = task.tokens()                                                   # (p², 3): a, b, "=" (token p)
-train_set = Dataset(tokens[task.train_idx], task.labels[task.train_idx])
-test_set = Dataset(tokens[task.test_idx], task.labels[task.test_idx])
-config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
-                           norm="none", bias=False, init=init)
-model = BatchedTransformer(config, seeds=all_seeds).to(dev)
-spe = train.steps_per_epoch(len(train_set), batch_size, drop_last=False)
-log_epochs = list(range(0, epochs, log_every_epochs))                    # the authors' logged epochs
-history = train_ensemble(model, train_set, test_set, steps=epochs * spe, batch_size=batch_size, lr=lr,
-                         weight_decay=weight_decay, betas=tuple(betas), drop_last=False, batch_order=batch_order,
-                         loader_eval_every=log_every_epochs if batch_order == "loader" else None, loss_outputs=p,
-                         eval_every=spe, snapshot_steps=[0] + [(e + 1) * spe for e in log_epochs], progress=False)
+run = entk_transformer_modular.train_authors(seeds=all_seeds, epochs=epochs, device=dev, **settings)
+tokens, model, history, spe = run.tokens, run.model, run.history, run.steps_per_epoch   # tokens (p², 3): a, b, "="
+log_epochs = run.log_epochs                                              # the authors' logged epochs
 epoch_axis = np.asarray(history.steps) / spe                             # epochs trained at each evaluation
 test_acc = history.curve("test_acc").numpy()                             # (evaluations, models)
 train_acc = history.curve("train_acc").numpy()
@@ -158,10 +139,7 @@ for i, seed in enumerate(all_seeds):
 log_gap = {}
 for i, seed in enumerate(seeds):
     if authors and str(seed) in authors["seeds"]:
-        log = authors["seeds"][str(seed)]["log"]
-        ours = epoch_loss[np.asarray(log["epoch"]), i]
-        early = [j for j, e in enumerate(log["epoch"]) if e <= 60]
-        log_gap[seed] = float(np.abs(ours[early] - np.asarray(log["train_loss"])[early]).max())
+        log_gap[seed] = entk_transformer_modular.log_gap(epoch_loss[:, i], authors["seeds"][str(seed)]["log"])
         a = authors["seeds"][str(seed)]
         print(f"seed {seed} vs the authors' code: epoch train loss through epoch 60 differs by at most "
               f"{log_gap[seed]:.1e}; theirs reach 50 % at {a['first_epoch_test_acc_50']}, 99 % at "
@@ -200,17 +178,16 @@ plt.show()
 #
 # For each model and parameter: the kernel by linear-site Grams (one vector-Jacobian product of the
 # mean output), its top `top_k` eigenvectors by dense `eigh` in float64, and the two blocks
-# scored against both families (`corekit.entk_blocks.measure`). The paper's block sizes follow from
+# scored against both families (`corekit.chapters.entk_transformer_modular.measure`). The paper's block sizes follow from
 # the number of keys $K$ found above: $2K+1$ and $2K$ eigenvectors. The nulls of the claims below are
 # computed here too: the same blocks of the same models at initialisation, and random blocks of $2K+1$
 # directions (99th percentile), per model and family.
 
 # %%
-from corekit import lenses
 
 tokens_dev = tokens.to(dev)
-results = [entk_blocks.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i]) for i in range(len(all_seeds))]
-results_init = [entk_blocks.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i], state=history.snapshots[0])
+results = [entk_transformer_modular.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i]) for i in range(len(all_seeds))]
+results_init = [entk_transformer_modular.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i], state=history.snapshots[0])
                 for i in range(len(all_seeds))]                          # the same blocks at initialisation: a null
 for seed, r in zip(seeds, results):
     print(f"seed {seed} (K = {len(r.keys)}; blocks {r.blocks[0][0]}…{r.blocks[0][-1]} and "
@@ -219,7 +196,7 @@ for seed, r in zip(seeds, results):
         print(f"  {name:6s} sum {row['sum'][0]:.3f} | {row['sum'][1]:.3f}   input {row['input'][0]:.3f} | "
               f"{row['input'][1]:.3f}   constant share {row['constant'][0]:.2f} | {row['constant'][1]:.2f}")
 ATTENTION = ["0.W_Q", "0.W_K", "0.W_V", "0.W_O"]                        # one summed kernel, reported beside
-grouped, grouped_init = ([entk_blocks.score_blocks(entk_blocks.group_eigenpairs(model, i, tokens_dev, top_k,
+grouped, grouped_init = ([entk_transformer_modular.score_blocks(entk_transformer_modular.group_eigenpairs(model, i, tokens_dev, top_k,
                                                                                  {"attention": ATTENTION}, state=state),
                                                     p, keys[i]).scores["attention"] for i in range(len(all_seeds))]
                           for state in (None, history.snapshots[0]))
@@ -227,9 +204,9 @@ for seed, g in zip(seeds, grouped):
     print(f"seed {seed}: W_Q + W_K + W_V + W_O as one kernel: input {g['input'][0]:.3f} | {g['input'][1]:.3f}, "
           f"sum {g['sum'][0]:.3f} | {g['sum'][1]:.3f}")
 NULL_SAMPLES = 200                                                       # random blocks per model and family
-random_block = [{family: float(np.quantile(lenses.random_alignment_null(fourier.fourier_basis(p, kind, keys[i]),
+random_block = [{family: float(np.quantile(subspaces.random_alignment_null(fourier.fourier_basis(p, kind, keys[i]),
                                                                         2 * len(keys[i]) + 1, NULL_SAMPLES, seed=i), 0.99))
-                 for family, kind in entk_blocks.FAMILIES.items()} for i in range(len(all_seeds))]
+                 for family, kind in entk_transformer_modular.FAMILIES.items()} for i in range(len(all_seeds))]
 print("null: random blocks of 2K + 1 directions vs the features (99th percentile of "
       f"{NULL_SAMPLES}): " + ", ".join(f"seed {s} sum {rb['sum']:.4f}, input {rb['input']:.4f}"
                                        for s, rb in zip(all_seeds, random_block)))
@@ -239,11 +216,11 @@ fig, axes = plt.subplots(len(seeds), 4, figsize=(15, 3.3 * len(seeds)), sharey=T
                          layout="constrained")
 SHOWN = ["0.W_in", "0.W_O", "0.W_out", "W_U"]
 for row, i, seed in zip(axes, range(len(seeds)), seeds):
-    eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, top_k, names=SHOWN)
+    eig = entk_transformer_modular.parameter_eigenpairs(model, i, tokens_dev, top_k, names=SHOWN)
     F_sum, F_in = fourier.fourier_basis(p, "sum", keys[i]), fourier.fourier_basis(p, "input_sum", keys[i])
     for ax, (name, e) in zip(row, eig.items()):
-        ax.plot(fourier.alignment_profile(e.vectors, F_sum).cpu(), "o-", ms=3, lw=0.8, label="a + b")
-        ax.plot(fourier.alignment_profile(e.vectors, F_in).cpu(), "s-", ms=3, lw=0.8, label="input a, b")
+        ax.plot(subspaces.alignment_profile(e.vectors, F_sum).cpu(), "o-", ms=3, lw=0.8, label="a + b")
+        ax.plot(subspaces.alignment_profile(e.vectors, F_in).cpu(), "s-", ms=3, lw=0.8, label="input a, b")
         for edge in (2 * len(keys[i]) + 0.5, 4 * len(keys[i]) + 0.5):
             ax.axvline(edge, color="0.6", ls=":", lw=1)
         ax.set(title=f"seed {seed}: {name.removeprefix('0.')}", xlabel="eigenvector index", xlim=(-1, 20))
@@ -271,12 +248,8 @@ plt.show()
 dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]
 dynamics = []
 for i, seed in enumerate(seeds):
-    curve = []
-    for e in dyn_epochs:
-        eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, top_k, names=["W_U"],
-                                               state=history.snapshots[(e + 1) * spe])
-        curve.append(entk_blocks.score_blocks(eig, p, keys[i]).scores["W_U"]["sum"][0])
-    curve = np.asarray(curve)
+    curve, _ = entk_transformer_modular.unembedding_alignment(model, i, tokens_dev, p, keys[i], top_k=top_k,
+                                                              states=[history.snapshots[(e + 1) * spe] for e in dyn_epochs])
     t_peak, _ = steepest_rise(dyn_epochs, curve)
     dynamics.append(dict(curve=curve, t_peak=t_peak))
     print(f"seed {seed}: unembedding [0:{2 * len(keys[i]) + 1}] vs sum features {curve[0]:.3f} after epoch "
@@ -345,7 +318,7 @@ plt.show()
 #
 # **Same weights, same numbers.** `scripts/oracle/mi_ntk_06.py` trains seeds 2 and 3 with the authors'
 # own notebook code, measures all nine parameters with their code, loads the same weights into
-# corekit and measures them with `entk_blocks.measure` as above; `results/oracle/06.json` holds both
+# corekit and measures them with `entk_transformer_modular.measure` as above; `results/oracle/06.json` holds both
 # (its `max_abs_diff_of_max` is the largest difference of any score, as a fraction of its maximum).
 # The authors' values in the claims below come from that record: their model for the same seed,
 # trained by their code on this machine. After about 40 epochs the two trainings part in the last
@@ -368,7 +341,7 @@ plt.show()
 # $W_O$ (an output projection) and the summed attention kernel are tested beside it, labelled as such.
 
 # %%
-from corekit.claims import Null, at_least, at_most, between, equal_to
+from corekit.runs.claims import Null, at_least, at_most, between, equal_to
 
 FAMILY_TEXT = {"sum": "a + b features cos/sin ω(a+b)", "input": "input features cos ωa + cos ωb, sin ωa + sin ωb"}
 BLOCK_CLAIMS = {  # claim: (parameter, family, bar, the paper's words)

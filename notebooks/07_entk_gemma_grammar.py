@@ -1,6 +1,11 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: How well each leading eNTK eigenvector separates each word class,
+#       against the null.
+#     headline_figure: auroc_by_label
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -22,7 +27,7 @@
 # number of principal components of the activations, on every class. Does this reproduce on the real
 # model, offline, with intervals?
 #
-# **Method**, in five steps below (the library module `corekit.grammar_entk` holds each step's state
+# **Method**, in five steps below (the library module `corekit.chapters.entk_gemma_grammar` holds each step's state
 # in one small object). Layers are named as in Hugging Face: `layer` N is the decoder block
 # `model.layers.N` (0-based); the paper's headline is `model.layers.16.mlp.down_proj`.
 #
@@ -48,48 +53,42 @@
 # number below is computed in this run.
 
 # %% tags=["parameters"]
-model = "gemma-3-270m"
-corpus = "auto"
-context_tokens = 24  # range: [1, inf)
-n_per_class = 24  # range: [1, inf)
-layer = 16  # range: [0, inf)
-sweep_layers = [16, 17]  # range: [0, inf)
-top_k = 25  # range: [1, inf)
-lanczos_vectors = 250  # range: [1, inf)
-block_size = 5  # range: [2, inf)
-lanczos_tol = 0.001  # range: (0, 1)
-dense_examples = 4  # range: [1, inf)
-dense_tokens = 12  # range: [1, inf)
-continuation = 3  # range: [1, inf)
-min_support = 30  # range: [1, inf)
-split_seeds = 5  # range: [1, inf)
-n_boot = 1000  # range: [1, inf)
-data_seed = 0  # range: [0, inf)
-n_show = 3  # range: [0, inf)
-n_top_contexts = 5  # range: [0, inf)
-batch_size = 32  # range: [1, inf)
-chunk_size = 64  # range: [1, inf)
-vector_chunk = 8  # range: [1, inf)
-device = "auto"
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+model: str = "gemma-3-270m"
+corpus: str = "auto"
+context_tokens: int = 24  # range: [1, inf)
+n_per_class: int = 24  # range: [1, inf)
+layer: int = 16  # range: [0, inf)
+sweep_layers: list[int] = [16, 17]  # range: [0, inf)
+top_k: int = 25  # range: [1, inf)
+lanczos_vectors: int = 250  # range: [1, inf)
+block_size: int = 5  # range: [2, inf)
+lanczos_tol: float = 0.001  # range: (0, 1)
+dense_examples: int = 4  # range: [1, inf)
+dense_tokens: int = 12  # range: [1, inf)
+continuation: int = 3  # range: [1, inf)
+min_support: int = 30  # range: [1, inf)
+split_seeds: int = 5  # range: [1, inf)
+n_boot: int = 1000  # range: [1, inf)
+data_seed: int = 0  # range: [0, inf)
+n_show: int = 3  # range: [0, inf)
+n_top_contexts: int = 5  # range: [0, inf)
+batch_size: int = 32  # range: [1, inf)
+chunk_size: int = 64  # range: [1, inf)
+vector_chunk: int = 8  # range: [1, inf)
+device: str = "auto"
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 from corekit import lm as language_models
-from corekit import plots
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
-from corekit.grammar_entk import compare, dense_check, pca_by_layer, probe_labels, spectra, stream_of
+from corekit.chapters.entk_gemma_grammar import compare, dense_check, pca_by_layer, probe_labels, spectra, stream_of
 from corekit.probes import evaluate_splits
+from corekit.runs.session import setup
 from corekit.tasks import grammar
 
-plots.use_style()
-claims = Claims("07_entk_gemma_grammar")
-figures = plots.Figures(output_dir, claims.notebook)
-checks.entk_gemma_grammar(check_namespace(claims.notebook, globals()))
+claims, figures, _ = setup("07_entk_gemma_grammar", globals())
 lm = language_models.load(model, device=device, dtype="float32")
 layers = sorted(set(sweep_layers) | {layer})
 for l in layers:
@@ -333,9 +332,9 @@ plt.show()
 # family's macro AUROC gets its own interval from the same resamples of the contexts.
 
 # %%
-from corekit.claims import Null, at_least, at_most, interval_above, interval_contains
-from corekit.grammar_entk import random_by_layer
+from corekit.chapters.entk_gemma_grammar import random_by_layer
 from corekit.probes import bootstrap_macro
+from corekit.runs.claims import Null, at_least, at_most, interval_above, interval_contains
 
 random_family = random_by_layer(sel, top_k, data_seed)
 null_results = {l: compare(random_family[l], pca[l], labels) for l in layers}

@@ -1,6 +1,12 @@
 # ---
 # jupyter:
+#   corekit:
+#     headline_caption: How much of the ACE core of the final residual stream each parameter's
+#       leading eNTK eigenvectors hold, against random subspaces.
+#     headline_figure: per_parameter_alignment
+#     own_hypotheses: true
 #   jupytext:
+#     notebook_metadata_filter: corekit
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -37,113 +43,92 @@
 #   $r + 1$ eigenvectors, $N \times (r+1)$: one more than the core's rank, because an uncentred kernel
 #   spends one eigenvector on the mean.
 # - **One score** for both: the book's alignment $\|Q_a^\top Q_b\|_F^2 / \min(d_a, d_b)$ of the two spans
-#   (`corekit.lenses.alignments`, 1 when one holds the other), with three nulls: random subspaces of the
+#   (`corekit.subspaces.alignments`, 1 when one holds the other), with three nulls: random subspaces of the
 #   same sizes, the same computation at initialisation, and PCA of the same activations.
 #
 # The same comparison then runs layer by layer on chapter 02's two-layer models (the ACE authors'
 # architecture), whose eNTK is taken per layer.
 #
-# One relation explains where to look (`corekit.lenses`, pinned by `tests/test_lenses.py`): for logits
+# One relation explains where to look (`corekit.chapters.two_lenses`, pinned by `tests/test_chapter_two_lenses.py`): for logits
 # $hW_U$ the eNTK of $W_U$ is $h(x)\cdot h(x')/C$, the Gram matrix of the very residual stream that ACE
 # cuts, and ACE weights that stream by the readout. The claims below were written before the first
 # published run.
 
 # %% tags=["parameters"]
-p = 29  # range: [3, inf); a prime
-d_model = 64  # range: [1, inf)
-n_heads = 4  # range: [1, inf)
-d_mlp = 256  # range: [1, inf)
-train_frac = 0.5  # range: (0, 1)
-lr = 3e-4  # range: (0, inf)
-weight_decay = 1.0  # range: [0, inf)
-betas = [0.9, 0.999]  # length: 2; range: [0, 1)
-batch_size = 64  # range: [1, inf)
-epochs = 3000  # range: [1, inf); the eNTK authors train 4000 (the paper profile); both seeds here grok before 2000
-seeds = [2, 3]  # length: 1 or more; range: [0, inf); chapter 06's models
-data_seed = 0  # range: [0, inf)
-split = "python"  # one of: python, torch; the eNTK authors' split, or corekit's seeded randperm
-init = "lin"  # one of: lin, nanda, fan_in; the eNTK authors' draw, or corekit's per-seed draws
-batch_order = "loader"  # one of: loader, seeded; the authors' DataLoader order, or corekit's (seed, epoch) order
-log_every_epochs = 20  # range: [1, inf); the authors' logging interval (their batch order depends on it)
-dynamics_every_epochs = 100  # range: [1, inf); epochs between the snapshots both lenses are computed on
-energy_threshold = 0.99  # range: (0, 1]; share of σ² the ACE core keeps
-top_k = 40  # range: [1, inf); eigenvectors per kernel
-null_samples = 200  # range: [1, inf); random subspaces per null
-grok_p = 31  # range: [3, inf); a prime; chapter 02's models (the ACE authors' block at 02's cpu-profile size, below)
-grok_d_model = 64  # range: [4, inf); a multiple of 4 (four heads)
-grok_d_mlp = 256  # range: [1, inf)
-grok_lr = 3e-3  # range: (0, inf)
-grok_weight_decay = 1.0  # range: [0, inf)
-grok_epochs = 2000  # range: [1, inf); the paper profile trains 4000 (02's cpu-profile models grok by epoch ~2,400)
-grok_seeds = [0]  # length: 1 or more; range: [0, inf); 02's cpu profile trains 0, 1, 2
-grok_data_seed = 42  # range: [0, inf); the ACE authors' RandomState(42) split
-language_model = "gemma-3-270m"  # one of: gemma-3-270m, smollm2-135m; an offline model of chapter 04
-lm_n_train = 200  # range: [2, inf); even; chapter 04's agreement prompts (seeded split) that fit ACE's axis
-lm_n_test = 200  # range: [2, inf); even; held-out prompts that score it
-lm_top_k = 8  # range: [1, inf); eNTK eigenvectors at the axis's layer
-lm_lanczos_vectors = 96  # range: [2, inf); at most this many Krylov vectors (blocks of 8)
-lm_batch_size = 64  # range: [1, inf); prompts per forward pass
-n_boot = 2000  # range: [1, inf); bootstrap resamples of the held-out AUROC's interval
-device = "auto"
-cpu_threads = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
-output_dir = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
+p: int = 29  # range: [3, inf); a prime
+d_model: int = 64  # range: [1, inf)
+n_heads: int = 4  # range: [1, inf)
+d_mlp: int = 256  # range: [1, inf)
+train_frac: float = 0.5  # range: (0, 1)
+lr: float = 3e-4  # range: (0, inf)
+weight_decay: float = 1.0  # range: [0, inf)
+betas: list[float] = [0.9, 0.999]  # length: 2; range: [0, 1)
+batch_size: int = 64  # range: [1, inf)
+epochs: int = 3000  # range: [1, inf); the eNTK authors train 4000 (the paper profile); both seeds here grok before 2000
+seeds: list[int] = [2, 3]  # length: 1 or more; range: [0, inf); chapter 06's models
+data_seed: int = 0  # range: [0, inf)
+split: str = "python"  # one of: python, torch; the eNTK authors' split, or corekit's seeded randperm
+init: str = "lin"  # one of: lin, nanda, fan_in; the eNTK authors' draw, or corekit's per-seed draws
+batch_order: str = "loader"  # one of: loader, seeded; the authors' DataLoader order, or corekit's (seed, epoch) order
+log_every_epochs: int = 20  # range: [1, inf); the authors' logging interval (their batch order depends on it)
+dynamics_every_epochs: int = 100  # range: [1, inf); epochs between the snapshots both lenses are computed on
+energy_threshold: float = 0.99  # range: (0, 1]; share of σ² the ACE core keeps
+top_k: int = 40  # range: [1, inf); eigenvectors per kernel
+null_samples: int = 200  # range: [1, inf); random subspaces per null
+grok_p: int = 31  # range: [3, inf); a prime; chapter 02's models (the ACE authors' block at 02's cpu-profile size, below)
+grok_d_model: int = 64  # range: [4, inf); a multiple of 4 (four heads)
+grok_d_mlp: int = 256  # range: [1, inf)
+grok_lr: float = 3e-3  # range: (0, inf)
+grok_weight_decay: float = 1.0  # range: [0, inf)
+grok_epochs: int = 2000  # range: [1, inf); the paper profile trains 4000 (02's cpu-profile models grok by epoch ~2,400)
+grok_seeds: list[int] = [0]  # length: 1 or more; range: [0, inf); 02's cpu profile trains 0, 1, 2
+grok_data_seed: int = 42  # range: [0, inf); the ACE authors' RandomState(42) split
+language_model: str = "gemma-3-270m"  # one of: gemma-3-270m, smollm2-135m; an offline model of chapter 04
+lm_n_train: int = 200  # range: [2, inf); even; chapter 04's agreement prompts (seeded split) that fit ACE's axis
+lm_n_test: int = 200  # range: [2, inf); even; held-out prompts that score it
+lm_top_k: int = 8  # range: [1, inf); eNTK eigenvectors at the axis's layer
+lm_lanczos_vectors: int = 96  # range: [2, inf); at most this many Krylov vectors (blocks of 8)
+lm_batch_size: int = 64  # range: [1, inf); prompts per forward pass
+n_boot: int = 2000  # range: [1, inf); bootstrap resamples of the held-out AUROC's interval
+device: str = "auto"
+cpu_threads: int = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import matplotlib.pyplot as plt
 
-from corekit import agreement_entk, entk_blocks, fourier, lenses, plots, train
+from corekit import curves, fourier
 from corekit import lm as language_models
-from corekit.book.parameters import check_namespace
-from corekit.chapters import checks
-from corekit.claims import Claims
+from corekit.chapters import entk_transformer_modular, two_lenses
+from corekit.chapters.llm_agreement_axis import find_axis, measure, sweep
 from corekit.curves import first_step_reaching, steepest_rise
-from corekit.device import default_device
-from corekit.models import BatchedTransformer, TransformerConfig
-from corekit.number_axis import find_axis, measure, sweep
-from corekit.probes import pca_scores
+from corekit.runs.session import setup
 from corekit.tasks import agreement
-from corekit.tasks.modular import check_modulus, modular_addition
-from corekit.train import Dataset, train_ensemble
 
-plots.use_style()
-claims = Claims("08_two_lenses")
-figures = plots.Figures(output_dir, claims.notebook)
-p = check_modulus(p)
-grok_p = check_modulus(grok_p)
-checks.two_lenses(check_namespace(claims.notebook, globals()))
-dev = default_device(device)
 default_threads = torch.get_num_threads()
-if dev.type == "cpu" and cpu_threads:
-    torch.set_num_threads(cpu_threads)   # extra threads only spin on tiny ops, badly on a busy machine
-claims.resolve(device=str(dev))
+claims, figures, dev = setup("08_two_lenses", globals())
 
 # %% [markdown]
 # ## The model
 #
-# Chapter 06's training, unchanged: every model is evaluated after every epoch and its parameters are
-# saved every `dynamics_every_epochs` epochs (and at initialisation).
+# Chapter 06's training, unchanged (`corekit.chapters.entk_transformer_modular.train_authors`): every model
+# is evaluated after every epoch and its parameters are saved every `dynamics_every_epochs` epochs (and at
+# initialisation).
 
 # %%
-task = modular_addition(p, train_frac, data_seed, split=split)
-tokens = task.tokens()                                                   # (p², 3): a, b, "=" (token p)
-train_set = Dataset(tokens[task.train_idx], task.labels[task.train_idx])
-test_set = Dataset(tokens[task.test_idx], task.labels[task.test_idx])
-config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
-                           norm="none", bias=False, init=init)
-model = BatchedTransformer(config, seeds=seeds).to(dev)
-spe = train.steps_per_epoch(len(train_set), batch_size, drop_last=False)
-log_epochs = list(range(0, epochs, log_every_epochs))
-dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]
 t0 = time.perf_counter()
-history = train_ensemble(model, train_set, test_set, steps=epochs * spe, batch_size=batch_size, lr=lr,
-                         weight_decay=weight_decay, betas=tuple(betas), drop_last=False, batch_order=batch_order,
-                         loader_eval_every=log_every_epochs if batch_order == "loader" else None, loss_outputs=p,
-                         eval_every=spe, snapshot_steps=[0] + [(e + 1) * spe for e in dyn_epochs], progress=False)
+run = entk_transformer_modular.train_authors(
+    p, seeds, epochs, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, train_frac=train_frac, lr=lr,
+    weight_decay=weight_decay, betas=betas, batch_size=batch_size, data_seed=data_seed, split=split, init=init,
+    batch_order=batch_order, log_every_epochs=log_every_epochs, snapshot_every_epochs=dynamics_every_epochs, device=dev)
 train_seconds = time.perf_counter() - t0
+task, tokens, model, history, spe = run.task, run.tokens, run.model, run.history, run.steps_per_epoch
+log_epochs = run.log_epochs
+dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]     # the saved snapshots
 test_acc = history.curve("test_acc").numpy()                             # (evaluations, models)
 train_acc = history.curve("train_acc").numpy()
 logged = [e + 1 for e in log_epochs]
@@ -157,20 +142,20 @@ for i, seed in enumerate(seeds):
 # ## Both lenses on the final model
 #
 # For every model: the residual stream $h$ (M, N, D) at the last position, its ACE core and energy rank
-# (`corekit.lenses.final_residual_core`), and every parameter's eNTK with its top `top_k` eigenvectors.
+# (`corekit.chapters.two_lenses.final_residual_core`), and every parameter's eNTK with its top `top_k` eigenvectors.
 
 # %%
 tokens_dev = tokens.to(dev)
 model.eval()
 t0 = time.perf_counter()
-h, core, ranks = lenses.final_residual_core(model, tokens_dev, energy_threshold)
+h, core, ranks = two_lenses.final_residual_core(model, tokens_dev, energy_threshold)
 ace_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
-eigs = [entk_blocks.parameter_eigenpairs(model, i, tokens_dev, top_k) for i in range(len(seeds))]
+eigs = [entk_transformer_modular.parameter_eigenpairs(model, i, tokens_dev, top_k) for i in range(len(seeds))]
 entk_seconds = time.perf_counter() - t0
-h_init, core_init, ranks_init = lenses.final_residual_core(model, tokens_dev, energy_threshold, history.snapshots[0])
+h_init, core_init, ranks_init = two_lenses.final_residual_core(model, tokens_dev, energy_threshold, history.snapshots[0])
 C = model.p("W_U").shape[-1]
-gram_gap = max(float((eigs[i]["W_U"].values[0] - torch.linalg.eigvalsh(lenses.linear_readout_kernel(h[i:i + 1], C)[0])[-1])
+gram_gap = max(float((eigs[i]["W_U"].values[0] - torch.linalg.eigvalsh(two_lenses.linear_readout_kernel(h[i:i + 1], C)[0])[-1])
                      .abs() / eigs[i]["W_U"].values[0]) for i in range(len(seeds)))
 W_E = model.p("W_E")[:, :p].detach().cpu()
 keys = [fourier.key_frequencies(W) for W in W_E]
@@ -181,28 +166,16 @@ for i, seed in enumerate(seeds):
 
 # %%
 PARAMS = list(eigs[0])
-align = []                                                               # per model: {param: alignment with the core}
+lenses = [two_lenses.compare_lenses(i, h, core, ranks, eigs[i], h_init, core_init, ranks_init,
+                                    entk_transformer_modular.parameter_eigenpairs(model, i, tokens_dev, int(ranks_init[i]) + 1,
+                                                                                  state=history.snapshots[0]),
+                                    "W_U", null_samples, features=fourier.fourier_basis(p, "sum", keys[i]))
+          for i in range(len(seeds))]
+align, pca, init_all = [c.align for c in lenses], [c.pca for c in lenses], [c.init_all for c in lenses]
+init_align, null99, null99_init = [c.init("W_U") for c in lenses], [c.null99 for c in lenses], [c.null99_init for c in lenses]
+fourier_core, fourier_init = [c.features for c in lenses], [c.features_init for c in lenses]
 for i in range(len(seeds)):
-    r = int(ranks[i])
-    Z = core.coordinates(h, r)[i:i + 1]                                  # (1, N, r)
-    align.append({name: lenses.alignments(e.vectors[:, :r + 1][None], Z)[0] for name, e in eigs[i].items()})
-pca, init_align, init_all, null99, null99_init, fourier_core, fourier_init = [], [], [], [], [], [], []
-for i in range(len(seeds)):
-    r = int(ranks[i])
-    U = pca_scores(h[i].cpu(), r).T                                     # (N, r): PCA of the same activations
-    pca.append(lenses.alignments(eigs[i]["W_U"].vectors[:, :r + 1][None].cpu(), U[None])[0])
-    r0 = int(ranks_init[i])
-    init_eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, r0 + 1, state=history.snapshots[0])
-    Z0 = core_init.coordinates(h_init, r0)[i:i + 1]
-    init_all.append({name: lenses.alignments(e.vectors[None], Z0)[0] for name, e in init_eig.items()})
-    init_align.append(init_all[i]["W_U"])
-    Z = core.coordinates(h, r)[i].cpu()
-    null99.append(float(np.quantile(lenses.random_alignment_null(Z, r + 1, null_samples, seed=i), 0.99)))
-    null99_init.append(float(np.quantile(lenses.random_alignment_null(Z0[0].cpu(), r0 + 1, null_samples, seed=i), 0.99)))
-    F_sum = fourier.fourier_basis(p, "sum", keys[i])
-    fourier_core.append(fourier.alignment(Z, F_sum))
-    fourier_init.append(fourier.alignment(core_init.coordinates(h_init, r0)[i].cpu(), F_sum))
-    best = max(align[i], key=align[i].get)
+    r, best = int(ranks[i]), max(align[i], key=align[i].get)
     print(f"seed {seeds[i]}: ACE core (rank {r}) vs each parameter's top {r + 1} eNTK eigenvectors: "
           + ", ".join(f"{n.removeprefix('0.')} {v:.3f}" for n, v in align[i].items()))
     print(f"  best: {best}; PCA of h vs W_U's block {pca[i]:.3f}; at initialisation ACE vs W_U {init_align[i]:.3f}; "
@@ -233,54 +206,43 @@ plt.show()
 # input $[a, b]$, their split (`RandomState(42)`, first half for training) and AdamW with a full batch of
 # 512, at the size of chapter 02's cpu profile (the `grok_*` parameters: $p = 31$, d_model 64, lr 3e-3,
 # ω = 1). The same settings and seeds train here for `grok_epochs` epochs, so these are chapter 02's
-# weight-decay models at that checkpoint. The eNTK is taken per *layer* (`corekit.lenses.layer_groups`:
+# weight-decay models at that checkpoint. The eNTK is taken per *layer* (`corekit.models.layer_groups`:
 # the embeddings; each block's attention and its MLP, each with the LayerNorm that follows it; the
 # unembedding with its bias), the sum of its parameters' kernels, and each layer's top $r + 1$ eigenvectors
-# are scored against the ACE core of rank $r$ of the final residual stream, with the same three nulls.
+# are scored against the ACE core of rank $r$ of the final residual stream, with the same three nulls
+# (`two_lenses.compare_lenses`, as for chapter 06's models; the models by `two_lenses.train_ace_authors`).
 
 # %%
-grok_task = modular_addition(grok_p, 0.5, grok_data_seed, split="numpy")
-grok_x = grok_task.tokens(equals=False)                                   # (p², 2): a, b
-grok_train = Dataset(grok_x[grok_task.train_idx], grok_task.labels[grok_task.train_idx])
-grok_test = Dataset(grok_x[grok_task.test_idx], grok_task.labels[grok_task.test_idx])
-grok_config = TransformerConfig(vocab=grok_p, n_ctx=2, d_model=grok_d_model, n_heads=4, d_mlp=grok_d_mlp, n_layers=2,
-                                norm="post", dropout=0.1, causal=True, qkv_bias=True, init="torch", n_out=grok_p,
-                                embedding_dropout=False)
-grok_model = BatchedTransformer(grok_config, seeds=grok_seeds).to(dev)
-grok_spe = train.steps_per_epoch(len(grok_train), 512, drop_last=False)
 t0 = time.perf_counter()
-grok_history = train_ensemble(grok_model, grok_train, grok_test, steps=grok_epochs * grok_spe, batch_size=512,
-                              lr=grok_lr, weight_decay=grok_weight_decay, betas=(0.9, 0.999), drop_last=False,
-                              eval_every=grok_spe * 20, snapshot_steps=[0], progress=False)
+grok = two_lenses.train_ace_authors(grok_p, grok_seeds, grok_epochs, d_model=grok_d_model, d_mlp=grok_d_mlp, lr=grok_lr,
+                                    weight_decay=grok_weight_decay, data_seed=grok_data_seed, device=dev)
 grok_train_seconds = time.perf_counter() - t0
+grok_model, grok_history = grok.model, grok.history
 grok_acc = grok_history.curve("test_acc").numpy()                          # (evaluations, models)
-grok_evaluated = np.asarray(grok_history.steps) / grok_spe                # epochs of the evaluations
+grok_evaluated = np.asarray(grok_history.steps) / grok.steps_per_epoch     # epochs of the evaluations
 grok_grokked = [first_step_reaching(grok_evaluated, grok_acc[:, i], 0.99) for i in range(len(grok_seeds))]
 grok_model.eval()
-grok_tokens = grok_x.to(dev)
+grok_tokens = grok.tokens.to(dev)                                          # (p², 2): a, b
 t0 = time.perf_counter()
-grok_h, grok_core, grok_ranks = lenses.final_residual_core(grok_model, grok_tokens, energy_threshold)
+grok_h, grok_core, grok_ranks = two_lenses.final_residual_core(grok_model, grok_tokens, energy_threshold)
 grok_ace_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
-grok_eigs = [lenses.layer_eigenpairs(grok_model, i, grok_tokens, int(grok_ranks[i]) + 1) for i in range(len(grok_seeds))]
+grok_eigs = [two_lenses.layer_eigenpairs(grok_model, i, grok_tokens, int(grok_ranks[i]) + 1) for i in range(len(grok_seeds))]
 grok_entk_seconds = time.perf_counter() - t0
-init_h, init_core, init_ranks = lenses.final_residual_core(grok_model, grok_tokens, energy_threshold,
-                                                           grok_history.snapshots[0])
+
+# %%
+init_h, init_core, init_ranks = two_lenses.final_residual_core(grok_model, grok_tokens, energy_threshold,
+                                                               grok_history.snapshots[0])
 LAYERS = list(grok_eigs[0])
-grok_align, grok_pca, grok_init, grok_init_all, grok_null99, grok_null99_init = [], [], [], [], [], []
+grok_lenses = [two_lenses.compare_lenses(i, grok_h, grok_core, grok_ranks, grok_eigs[i], init_h, init_core, init_ranks,
+                                         two_lenses.layer_eigenpairs(grok_model, i, grok_tokens, int(init_ranks[i]) + 1,
+                                                                     state=grok_history.snapshots[0]),
+                                         "unembed", null_samples) for i in range(len(grok_seeds))]
+grok_align, grok_pca = [c.align for c in grok_lenses], [c.pca for c in grok_lenses]
+grok_init, grok_init_all = [c.init("unembed") for c in grok_lenses], [c.init_all for c in grok_lenses]
+grok_null99, grok_null99_init = [c.null99 for c in grok_lenses], [c.null99_init for c in grok_lenses]
 for i, seed in enumerate(grok_seeds):
     r, r0 = int(grok_ranks[i]), int(init_ranks[i])
-    Z = grok_core.coordinates(grok_h, r)[i:i + 1]                          # (1, N, r)
-    grok_align.append({name: lenses.alignments(e.vectors[None], Z)[0] for name, e in grok_eigs[i].items()})
-    U = pca_scores(grok_h[i].cpu(), r).T                                # (N, r): PCA of the same activations
-    grok_pca.append(lenses.alignments(grok_eigs[i]["unembed"].vectors[None].cpu(), U[None])[0])
-    init_eig = lenses.layer_eigenpairs(grok_model, i, grok_tokens, r0 + 1, state=grok_history.snapshots[0])
-    Z0 = init_core.coordinates(init_h, r0)[i:i + 1]
-    grok_init_all.append({name: lenses.alignments(e.vectors[None], Z0)[0] for name, e in init_eig.items()})
-    grok_init.append(grok_init_all[i]["unembed"])
-    grok_null99.append(float(np.quantile(lenses.random_alignment_null(Z[0].cpu(), r + 1, null_samples, seed=i), 0.99)))
-    grok_null99_init.append(float(np.quantile(lenses.random_alignment_null(Z0[0].cpu(), r0 + 1, null_samples, seed=i),
-                                              0.99)))
     print(f"seed {seed}: final test accuracy {grok_acc[-1, i]:.3f} (≥ 0.99 from epoch {grok_grokked[i]}); ACE energy rank "
           f"{r} (at initialisation {r0}); core vs each layer's top {r + 1} eNTK eigenvectors: "
           + ", ".join(f"{n} {v:.3f}" for n, v in grok_align[i].items()))
@@ -316,23 +278,15 @@ plt.show()
 # the model groks (test accuracy ≥ 0.99).
 
 # %%
-dyn_rank, dyn_entk, dyn_lens = [], [], []
-for e in dyn_epochs:
-    state = history.snapshots[(e + 1) * spe]
-    h_e, core_e, ranks_e = lenses.final_residual_core(model, tokens_dev, energy_threshold, state)
-    dyn_rank.append(ranks_e.cpu().numpy())
-    entk_row, lens_row = [], []
-    for i in range(len(seeds)):
-        K = 2 * len(keys[i])
-        r_e = int(ranks_e[i])
-        e_eig = entk_blocks.parameter_eigenpairs(model, i, tokens_dev, max(K + 1, r_e + 1), names=["W_U"], state=state)
-        V = e_eig["W_U"].vectors.cpu()
-        entk_row.append(fourier.alignment(V[:, :K + 1], fourier.fourier_basis(p, "sum", keys[i])))
-        lens_row.append(lenses.alignments(V[:, :r_e + 1][None], core_e.coordinates(h_e, r_e)[i:i + 1].cpu())[0])
-    dyn_entk.append(entk_row)
-    dyn_lens.append(lens_row)
-dyn_rank, dyn_entk, dyn_lens = np.array(dyn_rank), np.array(dyn_entk), np.array(dyn_lens)   # (snapshots, models)
-t_ace = [lenses.settling_epoch(dyn_epochs, dyn_rank[:, i]) for i in range(len(seeds))]
+dyn_states = [history.snapshots[(e + 1) * spe] for e in dyn_epochs]
+dyn_cores = [two_lenses.final_residual_core(model, tokens_dev, energy_threshold, state) for state in dyn_states]
+dyn_rank = np.array([ranks_e.cpu().numpy() for _, _, ranks_e in dyn_cores])   # (snapshots, models)
+dyn_pairs = [entk_transformer_modular.unembedding_alignment(
+    model, i, tokens_dev, p, keys[i], dyn_states,
+    cores=[core_e.coordinates(h_e, int(ranks_e[i]))[i] for h_e, core_e, ranks_e in dyn_cores]) for i in range(len(seeds))]
+dyn_entk = np.stack([entk for entk, _ in dyn_pairs], 1)                  # (snapshots, models): W_U vs a + b features
+dyn_lens = np.stack([lens for _, lens in dyn_pairs], 1)                  # (snapshots, models): W_U vs the ACE core
+t_ace = [curves.settling_epoch(dyn_epochs, dyn_rank[:, i]) for i in range(len(seeds))]
 t_entk = [steepest_rise(dyn_epochs, dyn_entk[:, i])[0] for i in range(len(seeds))]
 at_dyn = [e + 1 for e in dyn_epochs]                                     # evaluation index of each snapshot
 t_test = [steepest_rise(dyn_epochs, test_acc[at_dyn, i])[0] for i in range(len(seeds))]   # nulls of the timing claims
@@ -380,28 +334,14 @@ plt.show()
 # (every other direction at its mean) and *remove* it (its coordinates at their mean). Three subspaces of
 # the final residual stream: (a) the ACE core of rank $r$; (b) the span in the residual stream of the
 # unembedding eNTK's top $r + 1$ eigenvectors, mapped to directions by least squares
-# (`corekit.lenses.residual_directions`: the directions whose centred coordinates reproduce those
+# (`corekit.subspaces.residual_directions`: the directions whose centred coordinates reproduce those
 # eigenfunctions; for this kernel they are the right singular vectors of $h$ exactly); (c) random
 # subspaces of the same dimensions.
 
 # %%
-test_idx = torch.as_tensor(task.test_idx, device=dev)
-test_y = task.labels[task.test_idx].to(dev)
-h_test = h[:, test_idx]
-accuracy = lenses.readout_accuracy(model, test_y, p)
-base = accuracy(h_test)
-ablation = []
-for i in range(len(seeds)):
-    r = int(ranks[i])
-    one = slice(i, i + 1)
-    q_entk = lenses.residual_directions(h[one].cpu(), eigs[i]["W_U"].vectors[:, :r + 1][None].cpu()).to(dev)
-    rows = {}
-    for name, q in (("ACE core", core.q(r)[one]), ("eNTK W_U block", q_entk),
-                    ("random, dim r", lenses.random_subspaces(1, d_model, r, seed=i).to(dev)),
-                    ("random, dim r + 1", lenses.random_subspaces(1, d_model, r + 1, seed=i).to(dev))):
-        keep, rem = lenses.keep_remove_accuracy(h_test, q.expand(len(seeds), -1, -1), core.mean, accuracy)
-        rows[name] = (float(keep[i]), float(rem[i]))
-    ablation.append(rows)
+base, ablation = two_lenses.subspace_ablations(model, h, core, ranks, [e["W_U"].vectors for e in eigs], task.test_idx,
+                                               task.labels, p)
+for i, rows in enumerate(ablation):
     print(f"seed {seeds[i]} (test accuracy {float(base[i]):.3f}, chance {1 / p:.3f}):")
     for name, (keep, rem) in rows.items():
         print(f"  {name:18s} keep only {keep:.3f}   remove {rem:.3f}")
@@ -430,10 +370,10 @@ plt.show()
 # the verb ("The keys to the cabinet …"), the axis of the last token's residual stream at one layer reads
 # singular against plural, and editing along it flips the model's verb. Chapter 07 computes the eNTK of
 # the same model per layer. Here both run on the same prompts: ACE's axis by chapter 04's recipe
-# (`corekit.number_axis`: a rank-1 core at every layer under the observability of the verb margin, the
+# (`corekit.chapters.llm_agreement_axis`: a rank-1 core at every layer under the observability of the verb margin, the
 # layer where flipping it on the training prompts hurts the margin most), and the eNTK of the decoder
 # block that writes that layer's residual stream (chapter 07's operator of its `mlp.down_proj`,
-# `corekit.agreement_entk`). The operator needs prompts of one token length; it runs on the train and
+# `corekit.chapters.two_lenses`). The operator needs prompts of one token length; it runs on the train and
 # test prompts of the most common length. Two questions, each with PCA directions of the same states and
 # random directions as nulls:
 #
@@ -455,7 +395,7 @@ measured = measure(lm, language_model, lm_train, lm_test, lm_batch_size)
 axis = find_axis(measured)
 layer = sweep(measured, axis, range(1, lm.n_layers + 1), "last").layer
 axis_seconds = time.perf_counter() - t0
-number = agreement_entk.number_lens(measured, axis, layer, lm_top_k, max_vectors=lm_lanczos_vectors, seed=data_seed)
+number = two_lenses.number_lens(measured, axis, layer, lm_top_k, max_vectors=lm_lanczos_vectors, seed=data_seed)
 n_lens = len(number.y)
 print(f"{lm.weights}: ACE's axis at layer {layer} of {lm.n_layers} (held-out AUROC of its coordinate on all "
       f"{lm_n_test} test prompts {axis.auroc[layer]:.3f}; axis and layer in {axis_seconds:.0f} s)")
@@ -465,31 +405,19 @@ print(f"eNTK of {number.module} on the {n_lens} prompts of {number.tokens} token
 
 # %%
 test_mask = ~number.is_train
-ace_number = agreement_entk.held_out_auroc(number.z[None], number.y, number.is_train, n_boot, seed=data_seed)
-entk_number = agreement_entk.held_out_auroc(number.scores, number.y, number.is_train, n_boot, seed=data_seed)
-pca_lm = pca_scores(number.h, lm_top_k)
-pca_number = agreement_entk.held_out_auroc(pca_lm, number.y, number.is_train, n_boot, seed=data_seed)
-random_number = np.array([agreement_entk.held_out_auroc(agreement_entk.random_scores(number.h, lm_top_k, seed=s), number.y,
-                                                        number.is_train, n_boot=0).test_auroc for s in range(null_samples)])
-random_auroc99 = float(np.quantile(random_number, 0.99))
-per_vector = {name: [agreement_entk.held_out_auroc(S[j:j + 1], number.y, number.is_train, n_boot=0).test_auroc
-                     for j in range(lm_top_k)] for name, S in (("eNTK", number.scores), ("PCA", pca_lm))}
+readings = two_lenses.number_readings(number, lm_top_k, null_samples, n_boot, seed=data_seed)
+ace_number, entk_number, pca_number = readings.ace, readings.entk, readings.pca
+random_auroc99, per_vector = readings.random_auroc99, readings.per_vector
 for name, r in (("ACE axis", ace_number), ("eNTK", entk_number), ("PCA", pca_number)):
     print(f"{name:8s} chosen on train: row {r.index} (train AUROC {r.train_auroc:.3f}); held out {r.test_auroc:.3f} "
           f"[{r.interval[0]:.3f}, {r.interval[1]:.3f}]")
 print(f"random directions (best of {lm_top_k} on train, held out): 99th percentile {random_auroc99:.3f}")
 
 # %%
-q_axis = axis.q[layer, :, 0].double().cpu()
-D = q_axis.shape[0]
-q_entk = agreement_entk.stream_directions(number.h, number.scores)     # (D, k): one per eigenvector
-q_pca = agreement_entk.stream_directions(number.h, pca_lm)             # (D, k): the principal axes
-span_entk = [agreement_entk.span_cos2(q_axis, q_entk[:, :j]) for j in range(1, lm_top_k + 1)]
-span_pca = [agreement_entk.span_cos2(q_axis, q_pca[:, :j]) for j in range(1, lm_top_k + 1)]
-random_span99 = [float(np.quantile(agreement_entk.random_span_cos2(D, j, null_samples, seed=j), 0.99))
-                 for j in range(1, lm_top_k + 1)]
-ceiling = agreement_entk.span_cos2(q_axis, (number.h - number.h.mean(0)).T)
-single = [abs(float(q_axis @ q_entk[:, j] / q_entk[:, j].norm())) for j in range(lm_top_k)]
+q_axis = axis.q[layer, :, 0].double().cpu()                               # (D,): ACE's axis at the layer
+spans = two_lenses.axis_span(q_axis, number.h, number.scores, readings.pca_scores, lm_top_k, null_samples)
+span_entk, span_pca, random_span99 = spans.entk, spans.pca, spans.random99
+ceiling, single = spans.ceiling, spans.single
 print(f"cos² of ACE's axis with the span of the top {lm_top_k} eNTK directions: {span_entk[-1]:.3f}; of the top "
       f"{lm_top_k} PCA directions: {span_pca[-1]:.3f}; random {lm_top_k}-dim subspaces (99th percentile): "
       f"{random_span99[-1]:.4f}; with the span of all {n_lens} prompts' centred states (the ceiling): {ceiling:.3f}")
@@ -552,7 +480,7 @@ print(f"{language_model}: ACE's axis at every layer and the layer sweep {axis_se
 # of the initialised model's shortfall from 1 that training closes).
 
 # %%
-from corekit.claims import Null, at_least, at_most
+from corekit.runs.claims import Null, at_least, at_most
 
 COVERS = "every chapter-06 model the profile trains (seeds)"
 GROK_COVERS = "every chapter-02 model the profile trains (grok_seeds)"

@@ -1,7 +1,7 @@
 """Fixtures shared by the command-line tests."""
 import pytest
 
-from corekit.book import execute
+from corekit.runs import execute
 
 
 @pytest.fixture

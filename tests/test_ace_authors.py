@@ -1,4 +1,4 @@
-"""``ace.last_token_summary(analysis="authors")`` against the ACE authors' analyze_epoch, re-derived here in numpy
+"""``grokking_cores.last_token_summary(analysis="authors")`` against the ACE authors' analyze_epoch, re-derived here in numpy
 from its published steps (test-pair extraction with plain logits and a 1e-8 jitter, ablations without the mean,
 the necessary scan from the energy rank, operational ranks, test-pair class means, their mode bins)."""
 import numpy as np
@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from corekit import ace
+from corekit.chapters import grokking_cores
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
-from corekit.train import Dataset, train_ensemble
+from corekit.train import train_ensemble
 
 P = 13
-CFG = TransformerConfig(vocab=P, n_ctx=2, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm="post", causal=True,
-                        qkv_bias=True, init="torch", n_out=P, embedding_dropout=False)
+CFG = TransformerConfig.ace_authors(P, d_model=16, d_mlp=32, n_heads=2, dropout=0.0)
 
 
 def _factor(A, eps=1e-8):
@@ -59,7 +59,7 @@ def setup():
     task = modular_addition(P, 0.5, 42, split="numpy")
     tokens = task.tokens(equals=False)
     model = BatchedTransformer(CFG, seeds=[0, 1, 2])
-    train = Dataset(tokens[task.train_idx], task.labels[task.train_idx])
+    train, _ = task.datasets(equals=False)
     train_ensemble(model, train, steps=200, lr=[3e-3, 1e-2, 3e-2], weight_decay=1.0, progress=False)
     model.eval()
     data = (tokens[task.train_idx], tokens[task.test_idx], task.labels[task.test_idx], tokens, task.labels)
@@ -68,7 +68,7 @@ def setup():
 
 def test_authors_analysis_returns_the_reference_numbers(setup):
     model, data = setup
-    got = ace.last_token_summary(model, *data, analysis="authors")
+    got = grokking_cores.last_token_summary(model, *data, analysis="authors")
     with torch.no_grad():
         h = model.residual(data[1])[:, :, -1].double().numpy()
     y = data[2].numpy()
@@ -84,12 +84,12 @@ def test_authors_analysis_returns_the_reference_numbers(setup):
 
 def test_analyses_differ_where_documented_and_names_are_checked(setup):
     model, data = setup
-    ours = ace.last_token_summary(model, *data)
-    theirs = ace.last_token_summary(model, *data, analysis="authors")
+    ours = grokking_cores.last_token_summary(model, *data)
+    theirs = grokking_cores.last_token_summary(model, *data, analysis="authors")
     assert ours["fit_on"] == "all" and theirs["fit_on"] == "test"
     assert all(n >= e for n, e in zip(theirs["necessary"], theirs["energy"]))      # operational floor
     with pytest.raises(ValueError, match="analysis must be one of"):
-        ace.last_token_summary(model, *data, analysis="paper")
+        grokking_cores.last_token_summary(model, *data, analysis="paper")
 
 
 def test_minus_one_falls_in_the_last_bin():

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from corekit import ace
+from corekit.chapters import grokking_cores
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
-from corekit.train import Dataset, evaluate, train_ensemble
+from corekit.train import evaluate, train_ensemble
 
 P = 11
 SEEDS = [0, 1, 2]
@@ -19,7 +20,7 @@ def trained():
     """Three different models trained a little (so that their cores and operators differ)."""
     task = modular_addition(P, 0.6, 0)
     tokens = task.tokens()
-    data = Dataset(tokens[task.train_idx], task.labels[task.train_idx])
+    data, _ = task.datasets()
     model = BatchedTransformer(CFG, seeds=SEEDS)
     train_ensemble(model, data, steps=150, lr=[3e-3, 1e-2, 2e-2], weight_decay=[0.0, 1.0, 0.3], progress=False)
     return task, tokens, model
@@ -38,10 +39,10 @@ def _inputs(task, tokens):
 
 def test_last_token_summary_of_each_model_is_its_own(trained):
     task, tokens, model = trained
-    batched = ace.last_token_summary(model, *_inputs(task, tokens))
+    batched = grokking_cores.last_token_summary(model, *_inputs(task, tokens))
     assert len(set(batched["fit_rank"])) > 1 or np.ptp(batched["r2"]) > 1e-3       # the three models differ
     for m in range(len(SEEDS)):
-        alone = ace.last_token_summary(_alone(model, m), *_inputs(task, tokens))
+        alone = grokking_cores.last_token_summary(_alone(model, m), *_inputs(task, tokens))
         for key in ("energy", "sufficient", "necessary", "fit_rank", "modes"):
             assert batched[key][m] == alone[key][0], key
         # The activations are float32 and a batched matmul may sum in another order than a single one (about 1e-7
@@ -80,7 +81,7 @@ def test_extract_and_observability_of_each_model_are_its_own(trained):
 
 def test_evaluate_of_each_model_is_its_own(trained):
     task, tokens, model = trained
-    data = Dataset(tokens[task.test_idx], task.labels[task.test_idx])
+    _, data = task.datasets()
     loss, acc = evaluate(model, data)
     for m in range(len(SEEDS)):
         l1, a1 = evaluate(_alone(model, m), data)

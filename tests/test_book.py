@@ -19,8 +19,8 @@ import pytest
 from browser import CHROMIUM, MISSING, chromium, serve
 from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
-from corekit.book import notebooks
-from corekit.claims import NO_NULL, VERDICTS
+from corekit.runs import notebooks
+from corekit.runs.claims import NO_NULL, VERDICTS
 
 pytestmark = pytest.mark.book
 

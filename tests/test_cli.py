@@ -10,7 +10,7 @@ import pytest
 import yaml
 from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
 
-from corekit.book import errors, notebooks, parameters, site, source_hash
+from corekit.runs import errors, notebooks, parameters, site, source_hash
 
 # Every test here runs the command line on a throwaway book, most of them executing a notebook.
 pytestmark = pytest.mark.notebook
@@ -287,3 +287,44 @@ def test_staged_book_resolves_every_literalinclude(tmp_path):
         assert source.is_file(), f"{page.name} includes {path}, missing from the staged book"
         names = {node.name for node in ast.parse(source.read_text()).body if hasattr(node, "name")}
         assert obj in names, f"{page.name} includes {obj} from {path}, which does not define it"
+
+
+def test_the_parameters_cell_is_parsed_once_while_the_notebook_is_unchanged(tmp_path, monkeypatch):
+    """Checking a run's values reads the parameters cell several times; jupytext parses the file once, and again only
+    after the file changes (then the new default shows)."""
+    import jupytext
+
+    root = make_repo(tmp_path, {"00_tiny": tiny_notebook("00_tiny")})
+    nb = notebooks.Notebook(root, "00_tiny")
+    parsed = []
+    read = jupytext.read
+    monkeypatch.setattr(jupytext, "read", lambda path, *a, **k: parsed.append(path) or read(path, *a, **k))
+    parameters.check_values(nb, {"scale": 3.0}, "-p")
+    parameters.check_values(nb, {"fail": True}, "-p")
+    assert parameters.read_parameters(nb)["scale"].default == "2.0"
+    assert len(parsed) == 1
+    nb.py.write_text(nb.py.read_text().replace("scale = 2.0", "scale = 5.0  "))
+    assert parameters.read_parameters(nb)["scale"].default == "5.0" and len(parsed) == 2
+
+
+def test_the_verdicts_and_the_session_stay_in_the_source_hash_behind_the_wall(tmp_path):
+    """The run machinery is left out of the hash except the two modules a notebook runs: the claims' verdict logic and
+    setup() (its thread count). Changing either marks a published run stale; changing the publisher does not."""
+    from corekit.runs import publish
+
+    source = tiny_notebook(TINY).replace("# %%\n", "# %%\nfrom corekit.runs import claims, session\n", 1)
+    root = make_repo(tmp_path, {TINY: source})
+    runs = root / "lib" / "corekit" / "runs"
+    runs.mkdir(parents=True)
+    (runs.parent / "__init__.py").write_text("")
+    for name in ("__init__.py", "claims.py", "session.py", "publish.py"):
+        (runs / name).write_text("from corekit.runs import publish\n" if name == "claims.py" else "x = 1\n")
+    nb = notebooks.Notebook(root, TINY)
+    metrics = {"profile": "quick", "source_hash": source_hash.source_hash(nb, {})}
+    assert publish.stale_reason(nb, metrics) is None
+    (runs / "publish.py").write_text("x = 2\n")
+    assert publish.stale_reason(nb, metrics) is None, "the publisher cannot change a result"
+    for name in ("claims.py", "session.py"):
+        (runs / name).write_text((runs / name).read_text() + "y = 1\n")
+        assert publish.stale_reason(nb, metrics) is not None, f"a change to runs/{name} left the run current"
+        metrics["source_hash"] = source_hash.source_hash(nb, {})

@@ -17,7 +17,8 @@ import pytest
 import tinyrepo
 from tinyrepo import REPO, corekit, make_repo, run_in_process, write_paper_profile
 
-from corekit.book import cli, execute, notebooks, parameters, paramspec
+from corekit.primes import is_prime
+from corekit.runs import cli, execute, notebooks, parameters, paramspec
 
 NAME = "00_safe"
 SAFE_NOTEBOOK = '''\
@@ -41,7 +42,7 @@ import time
 import matplotlib.pyplot as plt
 
 from corekit import plots
-from corekit.claims import Claims
+from corekit.runs.claims import Claims
 
 claims = Claims("{name}", dict(figures=figures, sleep_s=sleep_s, output_dir=output_dir))
 figs = plots.Figures(output_dir, "{name}")
@@ -355,8 +356,8 @@ def test_is_prime_agrees_with_a_sieve():
     sieve[0] = sieve[1] = False
     for n in range(2, int(limit ** 0.5) + 1):
         sieve[n * n::n] = [False] * len(sieve[n * n::n])
-    assert [n for n in range(-3, limit) if paramspec.is_prime(n)] == [n for n in range(limit) if sieve[n]]
-    assert paramspec.is_prime(2**61 - 1) and not paramspec.is_prime(2**59 - 1) and not paramspec.is_prime(3825123056546413051)
+    assert [n for n in range(-3, limit) if is_prime(n)] == [n for n in range(limit) if sieve[n]]
+    assert is_prime(2**61 - 1) and not is_prime(2**59 - 1) and not is_prime(3825123056546413051)
 
 
 def test_a_non_prime_in_a_profile_names_its_file(tmp_path, capsys, monkeypatch, no_kernel):

@@ -16,7 +16,7 @@ from torch.func import functional_call, jacrev  # noqa: E402
 
 from corekit import entk
 from corekit import lm as llm  # noqa: E402
-from corekit.grammar_entk import stream_of  # noqa: E402
+from corekit.chapters.entk_gemma_grammar import stream_of  # noqa: E402
 
 
 def tiny_gemma(softcap=None) -> llm.LM:

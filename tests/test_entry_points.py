@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from tinyrepo import REPO, make_repo, run_in_process, tiny_notebook
 
-from corekit.book import paramspec
-from corekit.claims import Claims
+from corekit.runs import paramspec
+from corekit.runs.claims import Claims
 
 TINY = "00_tiny"
 PAPERMILL = [sys.executable, "-m", "papermill", "-k", "python3", "-l", "python", "--no-progress-bar"]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from corekit import fourier
+from corekit import fourier, subspaces
 
 
 @pytest.mark.parametrize("p", [5, 13, 29])
@@ -41,7 +41,7 @@ def test_a_b_sum_and_diff_features_are_the_whole_non_constant_space_of_functions
     # a/b features and sum/diff features are orthogonal (different 2-D frequency vectors)
     assert (ab.T @ sd).abs().max() < 1e-9
     # cos(ω a) + cos(ω b) lies in the span of the a/b features
-    assert fourier.alignment(ab, fourier.fourier_basis(p, "input_sum"), fraction=True) == pytest.approx(1.0)
+    assert subspaces.alignment(ab, fourier.fourier_basis(p, "input_sum"), fraction=True) == pytest.approx(1.0)
 
 
 def test_alignment_of_identical_spans_is_one_and_of_random_subspaces_about_dm_over_n():
@@ -49,21 +49,21 @@ def test_alignment_of_identical_spans_is_one_and_of_random_subspaces_about_dm_ov
     p = 13
     F = fourier.fourier_basis(p, "sum")
     Q = F @ torch.randn(F.shape[1], F.shape[1], generator=gen, dtype=torch.float64)   # same span, mixed
-    assert fourier.alignment(Q, F) == pytest.approx(1.0, abs=1e-10)
-    assert fourier.alignment(Q[:, :3], F) == pytest.approx(1.0, abs=1e-10)           # Q inside F: fraction of min
+    assert subspaces.alignment(Q, F) == pytest.approx(1.0, abs=1e-10)
+    assert subspaces.alignment(Q[:, :3], F) == pytest.approx(1.0, abs=1e-10)           # Q inside F: fraction of min
     N, d, m = F.shape[0], 20, F.shape[1]
-    scores = [fourier.alignment(torch.randn(N, d, generator=gen, dtype=torch.float64), F, fraction=False)
+    scores = [subspaces.alignment(torch.randn(N, d, generator=gen, dtype=torch.float64), F, fraction=False)
               for _ in range(60)]
     assert sum(scores) / len(scores) == pytest.approx(d * m / N, rel=0.1)
-    assert fourier.alignment(torch.randn(N, d, generator=gen, dtype=torch.float64), F) < 0.2
+    assert subspaces.alignment(torch.randn(N, d, generator=gen, dtype=torch.float64), F) < 0.2
 
 
 def test_alignment_centres_the_features():
     p = 7
     F = fourier.fourier_basis(p, "a") + 5.0                # a constant offset does not count
-    assert fourier.alignment(fourier.fourier_basis(p, "a"), F) == pytest.approx(1.0)
+    assert subspaces.alignment(fourier.fourier_basis(p, "a"), F) == pytest.approx(1.0)
     const = torch.ones(p * p, 1, dtype=torch.float64)
-    assert fourier.alignment(const, const, centre_features=False) == pytest.approx(1.0)
+    assert subspaces.alignment(const, const, centre_features=False) == pytest.approx(1.0)
 
 
 def test_key_frequencies_found_from_a_sparse_embedding():
@@ -96,7 +96,7 @@ def test_bad_parameters_raise_clear_errors():
     with pytest.raises(ValueError, match="freqs must be distinct integers in 1..3"):
         fourier.fourier_basis(7, "a", freqs=[4])
     with pytest.raises(ValueError, match="Q and F must be"):
-        fourier.alignment(torch.zeros(5, 2), torch.zeros(6, 2))
+        subspaces.alignment(torch.zeros(5, 2), torch.zeros(6, 2))
     with pytest.raises(ValueError, match="W must be"):
         fourier.key_frequencies(torch.zeros(7))
 

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from tinyrepo import REPO, make_repo, run_in_process, tiny_notebook
 
-from corekit.book import cli, execute, notebooks, publish
+from corekit.runs import cli, execute, notebooks, publish
 
 NAME = "00_hostile"
 SOURCE = '''\
@@ -32,15 +32,15 @@ checkpoint_dir = ""  # path; not used
 output_dir = ""  # path; where the metrics file goes
 
 # %%
-from corekit.claims import Claims
+from corekit.runs.claims import Claims
 
 claims = Claims("{name}", dict(scale=scale, output_dir=output_dir))
 claims.write()
 '''.format(name=NAME)
-#: The same, its first cell checking papermill's injected names and output_dir (corekit.book.parameters).
-CHECKED_SOURCE = SOURCE.replace('''from corekit.claims import Claims
-''', '''from corekit.book.parameters import check_namespace
-from corekit.claims import Claims
+#: The same, its first cell checking papermill's injected names and output_dir (corekit.runs.parameters).
+CHECKED_SOURCE = SOURCE.replace('''from corekit.runs.claims import Claims
+''', '''from corekit.runs.parameters import check_namespace
+from corekit.runs.claims import Claims
 
 print("checked", sorted(check_namespace("{name}", globals())))
 '''.format(name=NAME))
@@ -82,7 +82,7 @@ def record(root: Path, profile: str, commit: str) -> Path:
 
 
 def fake_execute(while_running=None):
-    """Return a stand-in for :func:`corekit.book.execute.execute` that writes a finished run without a kernel, calling
+    """Return a stand-in for :func:`corekit.runs.execute.execute` that writes a finished run without a kernel, calling
     ``while_running()`` first (what another shell does meanwhile)."""
     def execute(nb, profile, params, out, cell_timeout=None):
         if while_running:
@@ -455,8 +455,7 @@ def test_every_profile_passes_its_chapters_check(monkeypatch):
     """No chapter check refuses a profile of the book (the sizes here are lower bounds: they fit this machine)."""
     import functools
 
-    from corekit.book import parameters
-    from corekit.chapters import checks
+    from corekit.runs import checks, parameters
 
     monkeypatch.setattr(parameters, "read_parameters", functools.cache(parameters.read_parameters))  # parse each once
     assert sorted(checks.CHECKS) == notebooks.notebook_names(REPO)
@@ -468,11 +467,15 @@ def test_every_profile_passes_its_chapters_check(monkeypatch):
 
 
 def test_every_notebooks_first_cell_calls_its_chapters_check():
-    """The rules live in corekit.chapters.checks; the first cell after the parameters calls them, no claims.require."""
-    from corekit.chapters import checks
+    """The rules live in corekit.runs.checks; the first cell after the parameters calls them through setup(), which
+    runs the chapter's check on the namespace's declared values; no claims.require."""
+    import inspect
 
-    for name, check in checks.CHECKS.items():
+    from corekit.runs import checks, session
+
+    assert "checks.CHECKS[notebook](values)" in inspect.getsource(session.setup)
+    for name in checks.CHECKS:
         source = [c.source for c in jupytext.read(REPO / "notebooks" / f"{name}.py").cells if c.cell_type == "code"][1]
-        assert f"checks.{check.__name__}(check_namespace(claims.notebook, globals()))" in source, name
+        assert f'= setup("{name}", globals())' in source, name
         assert "claims.require(" not in source, name
 

@@ -92,3 +92,59 @@ def test_the_language_model_layer_imports_no_task_and_no_kernel():
             assert not {m for m in found if m.startswith(("corekit.tasks", "corekit.entk"))}, module
         if module.startswith("corekit.entk"):
             assert not {m for m in found if m.startswith("corekit.tasks")}, module
+
+
+#: Chapter modules that may import other chapters' modules, and which.
+CHAPTERS_MAY_IMPORT = {"corekit.chapters.two_lenses": {"corekit.chapters.grokking_cores",
+                                                       "corekit.chapters.entk_transformer_modular",
+                                                       "corekit.chapters.llm_agreement_axis"}}
+
+
+def test_nothing_outside_the_run_machinery_imports_it():
+    """The science (every wing and chapter) never imports ``corekit.runs``: the wall has no door."""
+    edges, _ = graph()
+    crossing = {m: sorted(f for f in found if f.startswith("corekit.runs"))
+                for m, found in edges.items() if not m.startswith("corekit.runs") and m != "corekit.__main__"}
+    assert {m: f for m, f in crossing.items() if f} == {}
+
+
+def test_a_chapter_module_imports_no_other_chapter_except_the_allowed():
+    edges, _ = graph()
+    bad = {}
+    for module, found in edges.items():
+        if module.startswith("corekit.chapters."):
+            others = {f for f in found if f.startswith("corekit.chapters.") and f != module}
+            extra = others - CHAPTERS_MAY_IMPORT.get(module, set())
+            if extra:
+                bad[module] = sorted(extra)
+    assert bad == {}
+
+
+def test_no_shared_module_imports_a_chapter():
+    """The wings serve every chapter, so none of them imports a chapter's module."""
+    edges, _ = graph()
+    bad = {m: sorted(f for f in found if f.startswith("corekit.chapters"))
+           for m, found in edges.items() if not m.startswith(("corekit.chapters", "corekit.runs"))}
+    assert {m: f for m, f in bad.items() if f} == {}
+
+
+def test_the_import_rules_catch_a_crossing(tmp_path, monkeypatch):
+    """The rules above fail on a science module that imports the machinery and on a chapter importing another."""
+    lib = tmp_path / "lib"
+    pkg = lib / "corekit"
+    for folder in (pkg, pkg / "runs", pkg / "chapters"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (pkg / "runs" / "claims.py").write_text("")
+    (pkg / "chapters" / "markov_cores.py").write_text("")
+    (pkg / "ace.py").write_text("from corekit.runs import claims\n")
+    (pkg / "chapters" / "grokking_cores.py").write_text("from corekit.chapters import markov_cores\n")
+    monkeypatch.setattr(__import__(__name__), "LIB", lib)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
+    for rule in (test_nothing_outside_the_run_machinery_imports_it,
+                 test_a_chapter_module_imports_no_other_chapter_except_the_allowed):
+        try:
+            rule()
+        except AssertionError:
+            continue
+        raise AssertionError(f"{rule.__name__} passed on a tree that breaks it")

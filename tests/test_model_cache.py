@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from corekit.book import runinfo
+from corekit import runinfo
 from corekit.lm import loading
 
 GGUF = b"GGUF: the tiny model's quantized weights"

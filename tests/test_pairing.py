@@ -9,7 +9,7 @@ import pytest
 import yaml
 from tinyrepo import REPO
 
-from corekit.book import notebooks, parameters
+from corekit.runs import notebooks, parameters
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 
@@ -55,3 +55,14 @@ def test_every_toc_notebook_is_in_notebooks():
     if not NOTEBOOKS:
         pytest.skip("notebooks/ holds no notebook yet")
     assert set(listed) <= set(names), f"_toc.yml lists notebooks without a .py: {sorted(set(listed) - set(names))}"
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_papermill_infers_a_type_for_every_parameter(py):
+    """`papermill --help-notebook` shows int / float / list[...] / str / bool for each parameter (annotations in the
+    parameters cell), never "Unknown type"."""
+    import papermill
+
+    inferred = papermill.inspect_notebook(str(py.with_suffix(".ipynb")))
+    untyped = [name for name, p in inferred.items() if p["inferred_type_name"] in ("None", "", None)]
+    assert inferred and not untyped, f"{py.name}: parameters without a type: {untyped}"

@@ -4,7 +4,7 @@ from pathlib import Path
 import nbformat
 
 from corekit import oracle
-from corekit.book.portable import OUTSIDE, portable_notebook, portable_parameters, portable_text
+from corekit.runs.portable import OUTSIDE, portable_notebook, portable_parameters, portable_text
 
 
 def test_paths_become_relative_to_the_repository_or_name_only_the_file(tmp_path):

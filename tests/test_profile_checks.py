@@ -5,7 +5,7 @@ import jupytext
 import pytest
 from tinyrepo import REPO
 
-from corekit.book import notebooks, parameters
+from corekit.runs import notebooks, parameters
 
 CASES = [(nb.stem, profile) for nb in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
          for profile in ("quick", "cpu", "paper")

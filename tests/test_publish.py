@@ -21,9 +21,10 @@ import pytest
 import yaml
 from tinyrepo import REPO, absolute_paths, corekit, make_repo, tiny_notebook, write_notebook
 
-from corekit.book import notebooks, publish, runinfo
-from corekit.book.source_hash import source_hash
-from corekit.claims import NO_NULL, VERDICTS, Claims, format_value
+from corekit import runinfo
+from corekit.runs import notebooks, publish
+from corekit.runs.claims import NO_NULL, VERDICTS, Claims, format_value
+from corekit.runs.source_hash import source_hash
 
 FRESH, STALE = "00_tiny", "01_tiny"
 ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",
@@ -129,7 +130,7 @@ def test_the_committed_published_runs_name_no_absolute_path():
 
 
 def test_a_path_parameter_is_hashed_relative_to_the_repository(tmp_path):
-    from corekit.book.source_hash import source_hash
+    from corekit.runs.source_hash import source_hash
     one = make_repo(tmp_path / "one", {FRESH: tiny_notebook(FRESH)})
     two = make_repo(tmp_path / "elsewhere" / "two", {FRESH: tiny_notebook(FRESH)})
     hashes = [source_hash(notebooks.Notebook(root, FRESH), {"scale": 1.0, "where": str(root / "_build" / "x.pt")})
@@ -390,3 +391,24 @@ def test_declared_claim_ids_expand_f_strings_over_literal_loops(tmp_path):
                   "for tag in computed():\n"
                   "    claims.check(f'x{tag}', 1, None)\n")
     assert publish.declared_claim_ids(py) == ["plain", "ace_sufficient", "ace_A", "entk_sufficient", "entk_E"]
+
+
+def test_each_chapter_declares_its_headline_figure_and_whether_it_tests_a_paper():
+    """Chapter knowledge lives with the chapter (its notebook header), not in the publisher: every chapter names a
+    headline figure its published run has, and only 08 declares that it tests the book's own hypotheses."""
+    names = notebooks.toc_notebooks(REPO)
+    for name in names:
+        declared = notebooks.Notebook(REPO, name).declared
+        assert declared.get("headline_figure") and declared.get("headline_caption"), name
+        run = publish.published_run(REPO, name)
+        if run.exists():
+            assert declared["headline_figure"] in {p.stem for p in run.figure_files()}, name
+    assert publish.own_hypotheses(REPO, names) == {"08_two_lenses"}
+
+
+def test_a_header_without_corekit_metadata_declares_nothing(tmp_path):
+    root = make_repo(tmp_path, {FRESH: tiny_notebook(FRESH)})
+    assert notebooks.Notebook(root, FRESH).declared == {}
+    nb = notebooks.Notebook(root, FRESH)
+    nb.py.write_text("# ---\n# jupyter:\n#   corekit:\n#     own_hypotheses: true\n# ---\n" + nb.py.read_text())
+    assert nb.declared == {"own_hypotheses": True}

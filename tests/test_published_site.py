@@ -14,7 +14,7 @@ import pytest
 from browser import CHROMIUM, MISSING, chromium, cut_tables, serve
 from tinyrepo import REPO, absolute_paths, corekit
 
-from corekit.book import notebooks, publish
+from corekit.runs import notebooks, publish
 
 pytestmark = [pytest.mark.book,
               pytest.mark.skipif(not list((REPO / "results").glob("*/metrics.json")), reason="no published run")]
@@ -50,7 +50,8 @@ def test_every_chapter_is_built(site):
 def test_results_page_counts_are_the_metrics_files(site):
     text = text_of(site / "book" / "results.html")
     runs = {n: publish.published_run(REPO, n) for n in notebooks.toc_notebooks(REPO)}
-    assert publish.front_tally(runs) in text
+    tally = publish.front_tally(runs, publish.own_hypotheses(REPO, runs))
+    assert tally in text
     for name, run in runs.items():
         counts = publish.tally(run.metrics)
         row = f"{name[:2]} {run.metrics['profile']} "
@@ -59,7 +60,7 @@ def test_results_page_counts_are_the_metrics_files(site):
         assert publish.counts_text(counts) in after[:400], f"{name}: counts differ"
         cut = [c["id"] for c in run.metrics["claims"] if " ".join(c["target"].split()) not in text]
         assert not cut, f"{name}: targets not shown in full on the results page: {cut}"
-    assert publish.front_tally(runs) in text_of(site / "book" / "intro.html")
+    assert tally in text_of(site / "book" / "intro.html")
 
 
 def test_every_figure_enlarges_on_a_click(site):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from corekit.chapters.grokking_scaling_law import SweepSettings, grid, run_sweep
 from corekit.models import BatchedQuadraticMLP, BatchedTransformer, TransformerConfig
-from corekit.sweep import SweepSettings, grid, run_sweep
 from corekit.tasks import markov
 from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, History, train_ensemble, train_mse

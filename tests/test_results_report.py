@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from corekit.book import errors, publish
+from corekit.runs import errors, publish
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.json"))

@@ -19,7 +19,7 @@ import pytest
 import tinyrepo
 from tinyrepo import REPO, corekit, make_repo, run_in_process
 
-from corekit.book import cli, notebooks, parameters, paramspec, source_hash
+from corekit.runs import cli, notebooks, parameters, paramspec, source_hash
 
 NAME = "00_slow"
 SLOW_NOTEBOOK = '''\
@@ -46,7 +46,7 @@ import time
 import matplotlib.pyplot as plt
 
 from corekit import plots
-from corekit.claims import Claims
+from corekit.runs.claims import Claims
 
 claims = Claims("{name}", dict(figures=figures, sleep_s=sleep_s, checkpoint_dir=checkpoint_dir,
                                output_dir=output_dir))
@@ -193,7 +193,7 @@ def test_oserror_and_broken_pipe_end_in_one_line(capsys, monkeypatch):
 
 def test_closed_pipe_is_one_line(repo):
     env = {**os.environ, "COREKIT_ROOT": str(repo)}
-    code = ("import sys; from corekit.book import cli; sys.stdout = open(sys.stdout.fileno(), 'w', buffering=1); "
+    code = ("import sys; from corekit.runs import cli; sys.stdout = open(sys.stdout.fileno(), 'w', buffering=1); "
             "sys.exit(cli.main(['list']))")
     reader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     reader.stdout.close()                                     # the reader (e.g. `| head`) has gone

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from tinyrepo import REPO, corekit
 
-from corekit.book import paramspec
-from corekit.book.parameters import declared
+from corekit.runs import paramspec
+from corekit.runs.parameters import declared
 from corekit.tasks import markov
 
 pytestmark = pytest.mark.notebook

@@ -10,7 +10,7 @@ from pathlib import Path
 import jupytext
 import yaml
 
-from corekit.book import cli, notebooks
+from corekit.runs import cli, notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ output_dir = ""  # path; where the metrics file and figures go (corekit run sets
 import matplotlib.pyplot as plt
 
 from corekit import plots
-from corekit.claims import Claims, Null, at_least, at_most
+from corekit.runs.claims import Claims, Null, at_least, at_most
 
 claims = Claims("{name}")
 figs = plots.Figures(output_dir, "{name}")

@@ -1,4 +1,4 @@
 """``python -m corekit``: the corekit command line."""
-from corekit.book.cli import main
+from corekit.runs.cli import main
 
 raise SystemExit(main())

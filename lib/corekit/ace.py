@@ -188,15 +188,15 @@ def linear_ablation_curves(core: Core, h: Tensor, weight: Tensor, bias: Tensor |
 def sufficient_rank(keep_acc: Tensor, base_acc: Tensor, ranks: list[int], tol: float = 1e-3) -> Tensor:
     """Return the smallest rank (M,) whose keep-only accuracy is within ``tol`` of the model's."""
     ok = keep_acc >= base_acc[:, None] - tol
-    return _first_rank(ok, ranks)
+    return first_rank(ok, ranks)
 
 
 def necessary_rank(remove_acc: Tensor, floor: float, ranks: list[int]) -> Tensor:
     """Return the smallest rank (M,) whose removal brings accuracy to ``floor`` or below."""
-    return _first_rank(remove_acc <= floor, ranks)
+    return first_rank(remove_acc <= floor, ranks)
 
 
-def _first_rank(ok: Tensor, ranks: list[int]) -> Tensor:
+def first_rank(ok: Tensor, ranks: list[int]) -> Tensor:
     """Return ranks[first True] per row of ok (M, R); −1 where no rank qualifies."""
     r = torch.tensor(ranks, device=ok.device)
     first = torch.where(ok.any(1), ok.float().argmax(1), torch.full_like(ok[:, 0], -1, dtype=torch.long))
@@ -315,81 +315,6 @@ def class_means(z: Tensor, labels: Tensor, n_classes: int) -> Tensor:
 def shift_operator(z: Tensor, labels: Tensor, n_classes: int) -> ShiftFit:
     """Return the :func:`fit_shift_operator` fit m_c A ≈ m_{c+1} on the per-class means of core coordinates z (N, r)."""
     return fit_shift_operator(class_means(z, labels, n_classes))
-
-
-#: The analyses :func:`last_token_summary` runs.
-ANALYSES = ("corekit", "authors")
-
-
-def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, all_x: Tensor,
-                       all_labels: Tensor, energy_threshold: float = 0.99, analysis: str = "corekit",
-                       jitter: float | None = None, centre: bool | None = None) -> dict:
-    """Return ACE of every model at the last-token readout of a modular-arithmetic transformer.
-
-    ``analysis="corekit"``: extract on ``train_x`` with the centred logits as task outputs, ablate about
-    the training mean on ``test_x`` / ``test_y`` (N_test,), necessary and sufficient ranks scanned from 0,
-    and identify the shift operator on all inputs ``all_x`` grouped by ``all_labels``.
-
-    ``analysis="authors"``: the ACE authors' ``analyze_epoch`` (``src/cores/modular_addition_analysis.py``):
-    extraction on the test pairs with the plain logits as outputs and a 1e-8 jitter in the factors,
-    keep QQᵀh and remove h − QQᵀh without the mean, the necessary rank scanned upward from the energy
-    rank and the sufficient rank from 1 (each d_model when no rank qualifies), both "operational"
-    ranks floored at the energy rank, and the class means over the test pairs. ``jitter`` and
-    ``centre`` (ablate about the mean) override either analysis's choice, for the controls.
-
-    Both fit the shift operator on the core of rank max(energy, necessary). Keys (each a list over
-    the M models): ``energy``, ``sufficient`` and ``necessary`` ranks (the authors': operational),
-    ``necessary_strict`` and ``sufficient_strict`` (before the floor; = the others for corekit),
-    ``fit_rank``, the operator's ``eigs`` (np.ndarray each), ``r2``, ``circle`` (fraction on the unit
-    circle), ``modes`` (distinct frequency bins), ``spectrum`` (σ²/σ₀², np.ndarray (D,) each), and
-    ``core`` (the :class:`Core`, its mean zero where the ablations use none) with ``fit_on``
-    ("all" or "test") for controls at the same rank.
-    """
-    if analysis not in ANALYSES:
-        raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
-    authors = analysis == "authors"
-    jitter = (1e-8 if authors else 0.0) if jitter is None else float(jitter)
-    centre = (not authors) if centre is None else bool(centre)
-    p = model.config.out_vocab
-    with torch.no_grad():
-        h_train, h_test, h_all = (model.residual(x)[:, :, -1] for x in (train_x, test_x, all_x))   # (M, N, D)
-    h_ext = h_test if authors else h_train
-    readout = model.unembed if authors else centred_logits(model.unembed)
-    core = extract(h_ext, observability(readout, h_ext), jitter=jitter)
-    if not centre:
-        core = Core(basis=core.basis, sigma=core.sigma, mean=torch.zeros_like(core.mean))
-    rank = energy_rank(core.sigma, energy_threshold)
-
-    def accuracy(h: Tensor) -> Tensor:
-        return (model.unembed(h.float()).argmax(-1) == test_y).float().mean(-1)
-
-    D = h_train.shape[-1]
-    ranks = list(range(D + 1))
-    with torch.no_grad():
-        keep, rem = linear_ablation_curves(core, h_test, model.p("W_U"), model.p("b_U"), test_y, ranks)
-        base = accuracy(h_test)
-    r = torch.tensor(ranks, device=keep.device)
-    if authors:
-        nec_ok = (rem <= 2 / p) & (r[None, :] >= rank[:, None].to(r.device))
-        suf_ok = (keep >= base[:, None] - 1e-3) & (r[None, :] >= 1)
-        necessary_strict = torch.where(nec_ok.any(1), _first_rank(nec_ok, ranks), torch.full_like(rank, D))
-        sufficient_strict = torch.where(suf_ok.any(1), _first_rank(suf_ok, ranks), torch.full_like(rank, D))
-        necessary, sufficient = torch.maximum(rank, necessary_strict), torch.maximum(rank, sufficient_strict)
-    else:
-        necessary_strict = necessary = necessary_rank(rem, 2 / p, ranks)
-        sufficient_strict = sufficient = sufficient_rank(keep, base, ranks)
-    fit_rank = torch.maximum(rank, necessary)
-    h_fit, y_fit = (h_test, test_y) if authors else (h_all, all_labels)
-    z_fit = core.coordinates(h_fit, int(fit_rank.max()))                 # (M, N, r_max): each model its own core
-    fits = [shift_operator(z_fit[m, :, :int(fit_rank[m])], y_fit, p) for m in range(h_fit.shape[0])]
-    energy = core.sigma.double() ** 2
-    return {"energy": rank.tolist(), "sufficient": sufficient.tolist(), "necessary": necessary.tolist(),
-            "sufficient_strict": sufficient_strict.tolist(), "necessary_strict": necessary_strict.tolist(),
-            "fit_rank": fit_rank.tolist(), "eigs": [f.eigenvalues for f in fits], "r2": [f.r2 for f in fits],
-            "circle": [unit_circle_fraction(f.eigenvalues, p) for f in fits],
-            "modes": [len(frequency_modes(f.eigenvalues, p)) for f in fits],
-            "spectrum": list((energy / energy[:, :1].clamp_min(1e-300)).cpu().numpy()),
-            "core": core, "fit_on": "test" if authors else "all"}
 
 
 @dataclass

@@ -94,3 +94,13 @@ def grid_spacing(steps: Sequence[float], at: float) -> float:
     i = int(np.abs(steps - at).argmin())
     gaps = [steps[j + 1] - steps[j] for j in (i - 1, i) if 0 <= j < len(steps) - 1]
     return float(max(gaps))
+
+
+def settling_epoch(epochs: Sequence[float], values: Sequence[float]) -> float:
+    """Return the first epoch from which ``values`` stay at or below their final value (e.g. an energy rank settling)."""
+    epochs, values = np.asarray(epochs, dtype=float), np.asarray(values, dtype=float)
+    if epochs.ndim != 1 or epochs.shape != values.shape or len(epochs) == 0:
+        raise ValueError(f"epochs and values must be 1-D of the same non-zero length, got {epochs.shape} and "
+                         f"{values.shape}")
+    above = np.nonzero(values > values[-1])[0]
+    return float(epochs[above[-1] + 1] if len(above) else epochs[0])

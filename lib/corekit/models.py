@@ -64,6 +64,23 @@ class TransformerConfig:
     qkv_bias: bool = False
     embedding_dropout: bool = True
 
+    @classmethod
+    def ace_authors(cls, p: int, d_model: int = 128, d_mlp: int = 512, n_heads: int = 4, n_layers: int = 2,
+                    dropout: float = 0.1) -> TransformerConfig:
+        """Return the ACE authors' modular-addition model (paper sizes by default): ``n_layers`` post-LayerNorm
+        ``nn.TransformerEncoderLayer`` blocks with query, key and value biases, torch's initialisers, a causal mask
+        and dropout inside the blocks only, reading [a, b] and predicting one of p classes."""
+        return cls(vocab=p, n_ctx=2, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=n_layers, norm="post",
+                   dropout=dropout, causal=True, qkv_bias=True, init="torch", n_out=p, embedding_dropout=False)
+
+    @classmethod
+    def entk_authors(cls, p: int, d_model: int = 64, n_heads: int = 4, d_mlp: int = 256,
+                     init: str = "lin") -> TransformerConfig:
+        """Return the eNTK authors' one-layer transformer (paper sizes by default): no LayerNorm and no biases,
+        reading [a, b, "="] ("=" the token p), with their own weight draws (``init="lin"``)."""
+        return cls(vocab=p + 1, n_ctx=3, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1, norm="none",
+                   bias=False, init=init)
+
     def __post_init__(self):
         for name in ("vocab", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
             value = getattr(self, name)
@@ -446,3 +463,36 @@ class BatchedQuadraticMLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Return outputs (M, B, d_out) for inputs x (B, d_in) shared by all models or (M, B, d_in)."""
         return self.hidden(x) @ self.params["W_2"] / self.width
+
+
+def with_state(model, state: dict[str, Tensor] | None):
+    """Return ``model`` itself when ``state`` is None, else a copy of it (same config, seeds, device, dtype) holding ``state``."""
+    if state is None:
+        return model
+    weight = model.p("W_E")
+    snapshot = type(model)(model.config, seeds=model.seeds).to(weight.device, weight.dtype)
+    snapshot.load_state_dict(state)
+    return snapshot.train(model.training)
+
+
+def layer_groups(config) -> dict[str, list[str]]:
+    """Return {layer: parameter names} of a :class:`~corekit.models.BatchedTransformer` with ``config``, every parameter once.
+
+    Layers in reading order: "embed" (W_E, W_pos), then per block i "i.attn" (queries, keys, values, output and
+    their biases, with the LayerNorm that belongs to the sublayer: before it in a pre-LN block, after it in a
+    post-LN one) and "i.mlp", then "unembed" (W_U, b_U and a pre-LN model's final LayerNorm).
+    """
+    c = config
+    groups = {"embed": ["W_E", "W_pos"]}
+    for i in range(c.n_layers):
+        attn = [f"{i}.W_{x}" for x in "QKV"] + ([f"{i}.b_{x}" for x in "QKV"] if c.qkv_bias else []) + [f"{i}.W_O"]
+        mlp = [f"{i}.W_in", f"{i}.W_out"]
+        if c.bias:
+            attn.append(f"{i}.b_O")
+            mlp += [f"{i}.b_in", f"{i}.b_out"]
+        if c.norm != "none":
+            attn += [f"{i}.ln1_w", f"{i}.ln1_b"]
+            mlp += [f"{i}.ln2_w", f"{i}.ln2_b"]
+        groups |= {f"{i}.attn": attn, f"{i}.mlp": mlp}
+    groups["unembed"] = ["W_U"] + (["b_U"] if c.bias else []) + (["lnf_w", "lnf_b"] if c.norm == "pre" else [])
+    return groups

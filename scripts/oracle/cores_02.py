@@ -1,11 +1,12 @@
 """Oracle for chapter 02: the ACE authors' grokking-core analysis, run by their own code on our checkpoints.
 
 Given a local clone of ``joshseth/cores`` (``--authors-repo``) and the checkpoints a run of chapter 02
-exported (``-p export_checkpoints PATH``), this script maps every model's weights into the authors'
-``TwoLayerTransformer`` (``src/cores/models.py``: ``nn.TransformerEncoderLayer`` blocks with a causal
-mask), checks that both models compute the same last-token state, runs their ``analyze_epoch``
+exported (``-p export_checkpoints PATH``; read with ``grokking_cores.load_checkpoints``), this script maps
+every model's weights into the authors' ``TwoLayerTransformer`` (``src/cores/models.py``:
+``nn.TransformerEncoderLayer`` blocks with a causal mask), checks that both models compute the same
+last-token state, runs their ``analyze_epoch``
 (``src/cores/modular_addition_analysis.py``) on their test loader, runs corekit's
-``ace.last_token_summary(analysis="authors")`` on the same weights and writes both, with the
+``grokking_cores.last_token_summary(analysis="authors")`` on the same weights and writes both, with the
 command, the authors' commit and the runtime, to ``results/oracle/02.json``. Their code is imported
 from the clone at run time; nothing of it lives in this project.
 
@@ -102,17 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     from cores.models import ModAddDataset, TwoLayerTransformer, eval_accuracy  # noqa: PLC0415
     from torch.utils.data import DataLoader  # noqa: PLC0415
 
-    from corekit import ace  # noqa: PLC0415
-    from corekit.models import BatchedTransformer, TransformerConfig  # noqa: PLC0415
+    from corekit.chapters import grokking_cores  # noqa: PLC0415
     from corekit.tasks.modular import modular_addition  # noqa: PLC0415
 
     weights_sha256 = hashlib.sha256(args.checkpoints.read_bytes()).hexdigest()   # names the weights this record read
-    export = torch.load(args.checkpoints, weights_only=False)
-    config, p = export["config"], export["p"]
+    export = grokking_cores.load_checkpoints(args.checkpoints)
+    config, p = export.config.as_dict(), export.p
     if not (config["causal"] and config["norm"] == "post" and config["qkv_bias"] and config["bias"]):
         raise SystemExit("the checkpoints must come from the authors' block (causal, post-LN, biases): "
                          f"got causal={config['causal']}, norm={config['norm']!r}, qkv_bias={config['qkv_bias']}")
-    if export["split"] != "numpy" or export["data_seed"] != 42 or export["train_frac"] != 0.5:
+    if export.split != "numpy" or export.data_seed != 42 or export.train_frac != 0.5:
         raise SystemExit("the checkpoints must use the authors' split (split numpy, data_seed 42, train_frac 0.5)")
     analysis.TwoLayerTransformer = functools.partial(TwoLayerTransformer, d_ff=config["d_mlp"], n_head=config["n_heads"])
     test_loader = DataLoader(ModAddDataset(p=p, train=False), batch_size=512, shuffle=False)
@@ -123,24 +123,24 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the authors' test pairs differ from corekit's numpy split")
     tokens = task.tokens(equals=False)
     data = (tokens[task.train_idx], tokens[task.test_idx], task.labels[task.test_idx], tokens, task.labels)
-    model = BatchedTransformer(TransformerConfig(**config), seeds=export["seeds"]).eval()
+    model = export.model()
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    epochs = sorted(export["epochs"]) if not args.epochs else [e for e in sorted(export["epochs"]) if e in args.epochs]
+    epochs = sorted(export.epochs) if not args.epochs else [e for e in sorted(export.epochs) if e in args.epochs]
     from corekit import oracle  # noqa: PLC0415
     record = {"command": oracle.command_line(sys.argv[0], argv if argv is not None else sys.argv[1:]),
               "authors_repo": "joshseth/cores", "authors_commit": commit, "torch": torch.__version__,
               "machine": platform.machine(), "weights_sha256": weights_sha256, "p": p, "config": config,
-              "seeds": export["seeds"], "checkpoints": []}
+              "seeds": export.seeds, "checkpoints": []}
     t0 = time.perf_counter()
     worst = {k: 0.0 for k in KEYS}
     with tempfile.TemporaryDirectory() as tmp:
         for e in epochs:
-            state = export["epochs"][e]
+            state = export.epochs[e]
             model.load_state_dict(state)
             payload = {"model_state_dicts": [authors_state(state, m, config) for m in range(model.n_models)]}
             tag = int(round(e))
             torch.save(payload, Path(tmp) / f"epoch_{tag:06d}.pt")
-            ours = ace.last_token_summary(model, *data, analysis="authors")
+            ours = grokking_cores.last_token_summary(model, *data, analysis="authors")
             with torch.no_grad():
                 h_ours = model.residual(data[1])[:, :, -1]
             row = {"epoch": e, "models": []}
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"modes {r['authors']['modes']}/{r['corekit_authors_analysis']['modes']}"
                 for m, r in enumerate(row["models"])), flush=True)
     record["runtime_s"] = round(time.perf_counter() - t0, 1)
-    record["claims"] = chapter_claims(record["checkpoints"], model.n_models // 2, export["seeds"])
+    record["claims"] = chapter_claims(record["checkpoints"], model.n_models // 2, export.seeds)
     record["grok_epoch"] = next((row["epoch"] for row in record["checkpoints"]
                                  if min(r["authors"]["acc"] for r in row["models"][:model.n_models // 2]) >= 0.99), None)
     record["max_abs_diff"] = worst

@@ -6,7 +6,7 @@ cells of the authors' notebook ``modular_arithmetic_transformer_v4.ipynb`` (data
 ``ntk.eig_decompose`` from that clone at run time (none of their code lives in this project), trains
 their model for each seed as their cell 26 does, and measures every parameter's kernel the way their
 Table 2 cells do. It then loads the same weights into corekit's model and runs chapter 06's
-measurement (:mod:`corekit.entk_blocks`) on them, and writes both, with the command, the authors'
+measurement (:mod:`corekit.chapters.entk_transformer_modular`) on them, and writes both, with the command, the authors'
 commit and the runtimes, to ``results/oracle/06.json``; the weights go beside it.
 
 Two departures from the authors' notebook, both exact: the in-loop eNTK of cell 26 (which consumes no
@@ -160,15 +160,13 @@ def authors_scores(ns: dict, kernels: dict[str, Tensor], keys: list[int], p: int
 
 def corekit_scores(state: dict, keys_hint: list[int], p: int, top_k: int) -> dict:
     """Return chapter 06's measurement (corekit) on the authors' weights: logits difference, keys and block scores."""
-    from corekit import entk_blocks  # noqa: PLC0415
+    from corekit.chapters import entk_transformer_modular  # noqa: PLC0415
     from corekit.models import BatchedTransformer, TransformerConfig, load_lin_weights  # noqa: PLC0415
     from corekit.tasks.modular import modular_addition  # noqa: PLC0415
-    config = TransformerConfig(vocab=p + 1, n_ctx=3, d_model=64, n_heads=4, d_mlp=256, n_layers=1, norm="none",
-                               bias=False, init="lin")
-    model = BatchedTransformer(config, seeds=[0])
+    model = BatchedTransformer(TransformerConfig.entk_authors(p), seeds=[0])   # the authors' sizes and draw
     load_lin_weights(model, 0, state)
     tokens = modular_addition(p, 0.5, 0, split="python").tokens()
-    result = entk_blocks.measure(model, 0, tokens, p, top_k=top_k)
+    result = entk_transformer_modular.measure(model, 0, tokens, p, top_k=top_k)
     return {"keys": result.keys, "scores": result.table(), "model": model}
 
 

@@ -12,7 +12,9 @@ module          job
 ``gemma3``      Gemma-3's decoder block at the last position and its post-MLP norm
 =============== ================================================================================
 
-Imports run one way: model ← loading, batch ← stream ← edits, generation; ``gemma3`` stands alone.
+Imports run one way: model ← loading, batch ← stream ← edits, generation; ``gemma3`` stands alone. Outside the
+package, ``loading`` records the weights it checks through :mod:`corekit.runinfo` and ``edits`` applies the ACE
+cores of :mod:`corekit.ace`.
 A readout (final normed hidden states (..., D) ↦ one number each) belongs to the task and is passed
 in (the agreement margin: :func:`corekit.tasks.agreement.margin_head`).
 """

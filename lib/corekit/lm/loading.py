@@ -26,7 +26,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from corekit.book import runinfo
+from corekit import runinfo
 from corekit.lm.model import LM
 
 #: Environment variable naming the folder for converted offline models (default ``~/.cache/corekit``).
@@ -393,7 +393,7 @@ def load(name: str, device: str | torch.device | None = "auto", dtype: str | tor
 
 
 def _record(name: str, source: str) -> None:
-    """Enter the weights file behind model ``name`` into the run record (:mod:`corekit.book.runinfo`)."""
+    """Enter the weights file behind model ``name`` into the run record (:mod:`corekit.runinfo`)."""
     if name in OFFLINE:
         offline = OFFLINE[name]
         version = importlib.metadata.version(offline.distribution)

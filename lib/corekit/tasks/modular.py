@@ -3,20 +3,19 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from corekit.primes import is_prime, nearest_primes
+
+if TYPE_CHECKING:
+    from corekit.train import Dataset
+
 #: Ways to split the pairs (see :func:`modular_addition`).
 SPLITS = ("torch", "python", "numpy")
-
-
-def is_prime(n: int) -> bool:
-    """Return whether n is a prime number."""
-    if n < 2:
-        return False
-    return all(n % k for k in range(2, int(n ** 0.5) + 1))
 
 
 def check_modulus(p: int, require_prime: bool = True) -> int:
@@ -25,7 +24,7 @@ def check_modulus(p: int, require_prime: bool = True) -> int:
         raise ValueError(f"p must be an integer >= 3, got {p!r}")
     if require_prime and not is_prime(int(p)):
         raise ValueError(f"p must be prime (the Fourier structure of Z_p needs it), got {p}; "
-                         f"nearby primes: {[q for q in range(max(3, p - 10), p + 11) if is_prime(q)]}")
+                         f"nearest primes: {nearest_primes(int(p))}")
     return int(p)
 
 
@@ -47,6 +46,14 @@ class ModularAddition:
         """
         pair = [self.a, self.b]
         return torch.stack(pair + [torch.full_like(self.a, self.p)] if equals else pair, dim=1)
+
+    def datasets(self, equals: bool = True) -> tuple[Dataset, Dataset]:
+        """Return the (train, test) datasets of transformer inputs (:meth:`tokens`) and labels, in the split's order."""
+        from corekit.train import Dataset
+
+        x = self.tokens(equals)
+        return (Dataset(x[self.train_idx], self.labels[self.train_idx]),
+                Dataset(x[self.test_idx], self.labels[self.test_idx]))
 
     def one_hot(self) -> Tensor:
         """Return MLP inputs (p², 2p): one-hot a concatenated with one-hot b."""

@@ -1,0 +1,570 @@
+"""The grammatical-number axis of a language model (notebook 04), one small object per step.
+
+For one model and a train / test split of agreement prompts: :func:`measure` reads the last token
+(margins, residuals and margin gradients at every layer), :func:`find_axis` extracts a rank-1 ACE
+core per layer and orients it, :func:`sweep` runs the keep-only / remove / flip ablations over layers
+and picks the layer on the training prompts (from the subject on, each position is edited about its
+own position class's training mean, :mod:`corekit.lm.edits`), :func:`sufficient_rank` asks how many
+core dimensions keep-only needs, :func:`fit_margin` fits the margin on the coordinate,
+:func:`flip_generation` flips the axis while the model writes (greedy or sampled), and
+:func:`newest_position_generation` steers it as the ACE authors' demo does (the newest position only,
+a strength chosen at every step). Every figure reported comes from the held-out prompts.
+:func:`model_nulls` and :func:`cross_model_nulls` measure the same statistics without the axis (random directions,
+shuffled prompts), and :func:`authors_comparison` runs the pipeline on the authors' sentences beside their code's record.
+
+``find_axis(..., last_layer="post_norm")`` reproduces one step of the authors' ``SVA_uni.py``: at the
+last layer L their axis and mean come from ``hidden_states[L]``, the output of the final norm, while
+their edit acts on the last block's output, before that norm.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from corekit import ace, stats
+from corekit.lm import (
+    LM,
+    Batch,
+    LastToken,
+    PositionEdit,
+    Prefix,
+    ablations,
+    core_edit,
+    encode,
+    generate,
+    last_token,
+    n_offsets,
+    position_means,
+    prefix,
+    residual_hooks,
+    rms_coordinate,
+    sample_tokens,
+)
+from corekit.lm.model import final_logit_softcap
+from corekit.lm.stream import forward
+from corekit.tasks.agreement import Sentence, first_verb_number, labels, margin_head
+
+
+@dataclass
+class Split:
+    """One split of prompts for one model: labels y (N,), the batch, its cached prefix and its last token."""
+
+    y: np.ndarray
+    batch: Batch
+    prefix: Prefix
+    last: LastToken
+
+
+@dataclass
+class Measured:
+    """A model's readings on the train (with margin gradients) and test prompts, and its own margin's AUROC."""
+
+    name: str
+    lm: LM
+    train: Split
+    test: Split
+    base_auroc: float
+    base_accuracy: float
+
+    @property
+    def n_layers(self) -> int:
+        """Return the number of decoder blocks L (layers run 0 … L)."""
+        return self.lm.n_layers
+
+
+def measure(lm: LM, name: str, train: Sequence[Sentence], test: Sequence[Sentence], batch_size: int) -> Measured:
+    """Return the margins, residuals h (L+1, N, D) and (train only) gradients g = ∂m/∂h (L+1, N, D) of both splits."""
+    head, layers = margin_head(lm), range(lm.n_layers + 1)
+    splits = []
+    for sentences, grad in ((train, True), (test, False)):
+        batch = encode(lm, [s.prompt for s in sentences], [s.subject_char for s in sentences])
+        pre = prefix(lm, batch, batch_size)
+        splits.append(Split(np.array(labels(sentences)), batch, pre, last_token(pre, head, read=layers, grad=grad)))
+    tr, te = splits
+    base_auroc = stats.auroc(te.last.value, te.y)
+    base_accuracy = float(((te.last.value.cpu() > 0).numpy() == (te.y == 1)).mean())
+    return Measured(name, lm, tr, te, base_auroc, base_accuracy)
+
+
+@dataclass
+class Axis:
+    """The oriented rank-1 core of every layer: basis q (L+1, D, 1) (plural = positive), the core (its mean μ),
+    coordinates z = qᵀ(h − μ) on both splits (L+1, N), their held-out AUROC (L+1,), σ₁²/Σσ² (L+1,), and the
+    recipe of the last layer (:data:`LAST_LAYER_RECIPES`)."""
+
+    core: ace.Core
+    q: Tensor
+    z_train: Tensor
+    z_test: Tensor
+    auroc: np.ndarray
+    top_energy: np.ndarray
+    last_layer: str = "block_output"
+
+
+#: Where the last layer's axis comes from: the last block's output (where every edit acts), or the final norm's
+#: output (the authors' ``hidden_states[L]``), then applied to the block's output as their hook does.
+LAST_LAYER_RECIPES = ("block_output", "post_norm")
+
+
+def final_norm(lm: LM) -> torch.nn.Module:
+    """Return the model's final norm (the module between the last block and the unembedding)."""
+    norm = getattr(lm.model.base_model, "norm", None)
+    if norm is None:
+        raise ValueError(f"{lm.name}: found no final norm at model.base_model.norm, which the post_norm recipe needs")
+    return norm
+
+
+def post_norm_readings(m: Measured, h: Tensor, grad: bool) -> tuple[Tensor, Tensor | None]:
+    """Return the final norm's output x (N, D) of last-layer residuals h (N, D) and, with ``grad``, ∂margin/∂x (N, D)."""
+    with torch.no_grad():
+        x = final_norm(m.lm)(h.to(m.lm.model.dtype)).detach()
+    if not grad:
+        return x, None
+    x = x.clone().requires_grad_(True)
+    with torch.enable_grad():
+        (gx,) = torch.autograd.grad(margin_head(m.lm)(x).sum(), x)
+    return x.detach(), gx
+
+
+def find_axis(m: Measured, last_layer: str = "block_output") -> Axis:
+    """Return the rank-1 ACE core of every layer (Obs = E[g gᵀ] on the training prompts), signed on the training prompts;
+    ``last_layer="post_norm"`` takes the last layer's from the final norm's output (the authors' recipe)."""
+    if last_layer not in LAST_LAYER_RECIPES:
+        raise ValueError(f"last_layer must be one of {LAST_LAYER_RECIPES}, got {last_layer!r}")
+    h, g, h_test = m.train.last.h, m.train.last.g, m.test.last.h
+    if last_layer == "post_norm":
+        L = m.n_layers
+        x, gx = post_norm_readings(m, h[L], grad=True)
+        x_test, _ = post_norm_readings(m, h_test[L], grad=False)
+        h, g, h_test = (torch.cat([a[:L], b[None].to(a)]) for a, b in ((h, x), (g, gx), (h_test, x_test)))
+    g = g.double()
+    obs = torch.einsum("lnd,lne->lde", g, g) / g.shape[1]
+    core = ace.extract(h, obs)
+    z_train = core.coordinates(h, 1)[..., 0]
+    sign = torch.as_tensor(stats.orient(z_train, m.train.y), device=z_train.device)
+    z_test = core.coordinates(h_test, 1)[..., 0] * sign[:, None]
+    energy = (core.sigma**2 / (core.sigma**2).sum(-1, keepdim=True))[:, 0]
+    return Axis(core, core.q(1) * sign[:, None, None], z_train * sign[:, None], z_test, stats.auroc(z_test, m.test.y),
+                energy.cpu().numpy(), last_layer)
+
+
+@dataclass
+class Sweep:
+    """Ablations of the axis at ``layers`` in one scope: the training flip AUROC (len(layers),) that picks ``layer``,
+    the held-out margins {kind: (len(layers), N)} and their AUROCs {kind: (len(layers),)}, and the centres the
+    edits used at each layer ({layer: (D,)} the last token's mean, or {layer: (C, D)} the position-class means)."""
+
+    scope: str
+    layers: list[int]
+    flip_train_auroc: np.ndarray
+    layer: int
+    margins: dict[str, Tensor]
+    auroc: dict[str, np.ndarray]
+    centres: dict[int, Tensor]
+
+    @property
+    def index(self) -> int:
+        """Return the position of the chosen layer in ``layers``."""
+        return self.layers.index(self.layer)
+
+    def at_layer(self, kind: str) -> float:
+        """Return the held-out AUROC of ``kind`` at the chosen layer."""
+        return float(self.auroc[kind][self.index])
+
+
+def sweep(m: Measured, axis: Axis, layers: Sequence[int], scope: str = "last") -> Sweep:
+    """Return the ablations of ``axis`` at ``layers`` in ``scope`` ("last" or "from_subject"), the layer chosen by the
+    lowest flip AUROC on the training prompts.
+
+    "last" edits about the last token's training mean (the core's); "from_subject" edits each position
+    about the training mean of its own position class (offset from the subject; the last prompt token
+    its own class), estimated on the training prompts.
+    """
+    head, layers = margin_head(m.lm), list(layers)
+    data = {"last": (m.train.prefix, m.test.prefix), "from_subject": (m.train.batch, m.test.batch)}[scope]
+    states = (m.train.last.h, m.test.last.h) if scope == "last" else (None, None)
+    if scope == "last":
+        centres = {layer: axis.core.mean[layer] for layer in layers}
+    else:
+        means = position_means(m.lm, m.train.batch, layers, n_offsets(m.train.batch))
+        centres = dict(zip(layers, means))
+    flip_train = ablations(m.lm, data[0], head, axis.q, centres, layers, ["flip"], scope=scope,
+                           states=states[0])["flip"]
+    flip_train_auroc = stats.auroc(flip_train, m.train.y)
+    layer = layers[int(np.argmin(flip_train_auroc))]
+    margins = ablations(m.lm, data[1], head, axis.q, centres, layers, scope=scope, states=states[1])
+    return Sweep(scope, layers, flip_train_auroc, layer, margins,
+                 {k: stats.auroc(v, m.test.y) for k, v in margins.items()}, centres)
+
+
+def random_directions(d: int, k: int, seed: int) -> Tensor:
+    """Return k directions (k, d) drawn uniformly on the unit sphere of R^d (float64; the same for the same seed)."""
+    if k < 1 or d < 1:
+        raise ValueError(f"k and d must be positive, got k={k}, d={d}")
+    x = torch.randn(k, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x / x.norm(dim=1, keepdim=True)
+
+
+def random_layer_choice(m: Measured, axis: Axis, seed: int) -> int:
+    """Return the layer the last-position rule picks (lowest training flip AUROC over layers 0 … L) when each layer's
+    axis is a random unit direction (one per layer, seeded), reflected about the same mean as the axis."""
+    layers = list(range(m.n_layers + 1))
+    q = random_directions(m.lm.d_model, len(layers), seed)[:, :, None].to(axis.q)
+    flip = ablations(m.lm, m.train.prefix, margin_head(m.lm), q, {l: axis.core.mean[l] for l in layers}, layers,
+                     ["flip"], scope="last", states=m.train.last.h)["flip"]
+    return layers[int(np.argmin(stats.auroc(flip, m.train.y)))]
+
+
+@dataclass
+class RandomNull:
+    """The chapter's statistics with k random unit directions (k, D) in place of the axis at ``layer`` in one scope,
+    each edited exactly as the axis is (same centres): the held-out margin AUROC of each ablation {kind: (k,)} and the
+    flip rate of the correctly handled prompts (k,); for the last position also the held-out coordinates
+    z = rᵀ(h − μ), signed on the training prompts (k, N_test), their AUROC (k,), and the held-out R² of m ≈ a z + b
+    fitted on train (k,)."""
+
+    scope: str
+    layer: int
+    directions: Tensor
+    auroc: dict[str, np.ndarray]
+    flip_rate: np.ndarray
+    z_test: Tensor | None = None
+    coordinate_auroc: np.ndarray | None = None
+    margin_r2: np.ndarray | None = None
+
+
+def random_null(m: Measured, axis: Axis, scope: Sweep, k: int, seed: int,
+                kinds: Sequence[str] = ("keep_only", "remove", "flip")) -> RandomNull:
+    """Return :class:`RandomNull` of ``k`` random unit directions (seeded) at ``scope``'s chosen layer."""
+    layer, head = scope.layer, margin_head(m.lm)
+    R = random_directions(m.lm.d_model, k, seed).to(axis.q)
+    data, states = ((m.test.prefix, m.test.last.h) if scope.scope == "last" else (m.test.batch, None))
+    margins = {kind: [] for kind in kinds}
+    for r in R:
+        out = ablations(m.lm, data, head, {layer: r[:, None]}, {layer: scope.centres[layer]}, [layer], kinds,
+                        scope=scope.scope, states=states)
+        for kind in kinds:
+            margins[kind].append(out[kind][0])
+    auroc = {kind: np.atleast_1d(stats.auroc(torch.stack(v), m.test.y)) for kind, v in margins.items()}
+    rates = np.array([stats.flip_rate(m.test.last.value, f, m.test.y)[0] for f in margins.get("flip", [])])
+    null = RandomNull(scope.scope, layer, R.cpu(), auroc, rates)
+    if scope.scope == "last":
+        mu = axis.core.mean[layer].to(R)
+        z_train = (m.train.last.h[layer].to(R) - mu) @ R.T                      # (N_train, k)
+        z_test = (m.test.last.h[layer].to(R) - mu) @ R.T
+        sign = torch.as_tensor(np.atleast_1d(stats.orient(z_train.T, m.train.y))).to(R)
+        null.z_test = (z_test.T * sign[:, None]).cpu()
+        null.coordinate_auroc = np.atleast_1d(stats.auroc(null.z_test, m.test.y))
+        null.margin_r2 = np.array([stats.held_out_affine_r2(z_train[:, j], m.train.last.value, z_test[:, j],
+                                                            m.test.last.value)[2] for j in range(k)])
+    return null
+
+
+@dataclass
+class RankCurve:
+    """Held-out keep-only AUROCs (len(ranks),) of the rank-r core at ``layer`` (last position), and the smallest
+    rank of ``ranks`` within ``tol`` of the model's own margin AUROC (``sufficient``; −1 when none is)."""
+
+    layer: int
+    ranks: list[int]
+    auroc: np.ndarray
+    tol: float
+    sufficient: int
+
+
+def sufficient_rank(m: Measured, axis: Axis, layer: int, ranks: Sequence[int], tol: float = 0.02,
+                    basis: Tensor | None = None) -> RankCurve:
+    """Return the keep-only AUROC of the ACE core of each rank in ``ranks`` at ``layer`` and the smallest sufficient rank;
+    ``basis`` (D, ≥ max rank), orthonormal, replaces the core's directions (its first r columns; e.g. a random one)."""
+    ranks = sorted({int(r) for r in ranks})
+    if not ranks or ranks[0] < 1 or ranks[-1] > m.lm.d_model:
+        raise ValueError(f"ranks must lie in [1, d_model = {m.lm.d_model}], got {ranks}")
+    if basis is not None and (basis.dim() != 2 or basis.shape[0] != m.lm.d_model or basis.shape[1] < ranks[-1]):
+        raise ValueError(f"basis must be (d_model = {m.lm.d_model}, ≥ {ranks[-1]}), got {tuple(basis.shape)}")
+    head, start = margin_head(m.lm), m.test.last.h[layer]
+    aurocs = []
+    for r in ranks:
+        q = axis.core.q(r)[layer] if basis is None else basis[:, :r].to(axis.core.mean)
+        edit = core_edit("keep_only", q, axis.core.mean[layer])
+        aurocs.append(stats.auroc(last_token(m.test.prefix, head, layer=layer, edit=edit, start=start).value, m.test.y))
+    aurocs = np.array(aurocs)
+    first = ace.sufficient_rank(torch.as_tensor(aurocs)[None], torch.tensor([m.base_auroc], dtype=torch.float64),
+                                ranks, tol=tol)
+    return RankCurve(layer, ranks, aurocs, tol, int(first[0]))
+
+
+@dataclass
+class MarginFit:
+    """Held-out fits m ≈ a x + b at one layer: on z (``z``: a, b, R²), on qᵀh/rms(h) (``normalised``), R² of z at
+    every layer (L+1,), the normalised test coordinates (N,) and cos(q, mean margin gradient)."""
+
+    layer: int
+    z: tuple[float, float, float]
+    normalised: tuple[float, float, float]
+    r2_layers: list[float]
+    x_test_normalised: Tensor
+    cos_gradient: float
+
+
+def fit_margin(m: Measured, axis: Axis, layer: int) -> MarginFit:
+    """Return the affine fits of the margin on the core coordinate at ``layer`` (fitted on train, R² held out)."""
+    tr, te = m.train.last, m.test.last
+    xn_train, xn_test = (rms_coordinate(s.h[layer], axis.q[layer, :, 0]) for s in (tr, te))
+    z = stats.held_out_affine_r2(axis.z_train[layer], tr.value, axis.z_test[layer], te.value)
+    normalised = stats.held_out_affine_r2(xn_train, tr.value, xn_test, te.value)
+    r2_layers = [stats.held_out_affine_r2(axis.z_train[k], tr.value, axis.z_test[k], te.value)[2]
+                 for k in range(m.n_layers + 1)]
+    cos = float(torch.nn.functional.cosine_similarity(axis.q[layer, :, 0], tr.g[layer].double().mean(0), dim=0))
+    return MarginFit(layer, z, normalised, r2_layers, xn_test.cpu(), cos)
+
+
+@dataclass
+class Generation:
+    """Continuations without and with the flip (``mode`` "greedy" or "sampled"), the number (1, 0, None) of each one's
+    first verb, and of the ``right`` continuations whose verb has the subject's number, how many switch number
+    (``switched``): their share ``rate`` and its Wilson 95 % interval."""
+
+    mode: str
+    layer: int
+    plain: list[str]
+    flipped: list[str]
+    number_plain: list[int | None]
+    number_flipped: list[int | None]
+    right: int
+    switched: int
+
+    @property
+    def rate(self) -> float:
+        """Return switched / right (NaN when no continuation is right)."""
+        return self.switched / self.right if self.right else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Return the Wilson 95 % interval of ``rate`` ((0, 1) when no continuation is right)."""
+        return stats.wilson_interval(self.switched, self.right) if self.right else (0.0, 1.0)
+
+
+def flip_generation(m: Measured, axis: Axis, scope: Sweep, prompts: Sequence[Sentence], max_new_tokens: int,
+                    nlp, sample: bool = False, seed: int = 0, direction: Tensor | None = None,
+                    plain: Generation | None = None) -> Generation:
+    """Return continuations of ``prompts``, plain and with the axis flipped from the subject on at ``scope``'s layer
+    (each prompt position about its class's training mean, generated positions about the last token's), greedy or
+    sampled as the ACE authors (temperature 1, top-k 50, one seed per prompt shared by both runs).
+
+    ``direction`` (D,), a unit vector, is reflected in place of the axis (e.g. a random one, for the null); ``plain``,
+    the Generation of the same prompts and decoding, spares generating the plain continuations again."""
+    if scope.scope != "from_subject":
+        raise ValueError(f"flip_generation needs the 'from_subject' sweep, got scope {scope.scope!r}")
+    layer = scope.layer
+    q = axis.q[layer] if direction is None else direction.reshape(-1, 1).to(axis.q)
+    edit = PositionEdit("flip", q, scope.centres[layer])
+    texts, chars = [s.prompt for s in prompts], [s.subject_char for s in prompts]
+    decoding = dict(sample=sample, temperature=1.0, top_k=50, seed=seed)
+    if plain is not None and (plain.mode != ("sampled" if sample else "greedy") or len(plain.plain) != len(prompts)):
+        raise ValueError(f"plain must be the {'sampled' if sample else 'greedy'} Generation of the same "
+                         f"{len(prompts)} prompts, got {plain.mode} of {len(plain.plain)}")
+    plain = plain.plain if plain is not None else generate(m.lm, texts, max_new_tokens, start_chars=chars, **decoding)
+    flipped = generate(m.lm, texts, max_new_tokens, layer=layer, edit=edit, start_chars=chars, **decoding)
+    n_plain = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, plain)]
+    n_flipped = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, flipped)]
+    right = [i for i, s in enumerate(prompts) if n_plain[i] == s.label]
+    switched = sum(n_flipped[i] == 1 - prompts[i].label for i in right)
+    return Generation("sampled" if sample else "greedy", layer, plain, flipped, n_plain, n_flipped, len(right),
+                      switched)
+
+
+def newest_position_generation(m: Measured, axis: Axis, layer: int, prompts: Sequence[Sentence], max_new_tokens: int,
+                               nlp, plain: Generation, seed: int = 0, target: float = 1.0, probe: float = 0.2,
+                               cap: float = 50.0, batch_size: int = 64, direction: Tensor | None = None) -> Generation:
+    """Return sampled continuations steered as the ACE authors' demo steers (``SVA_uni.generate_surgical``), scored
+    against the unedited ``plain`` continuations of the same prompts and seeds.
+
+    At every step only the newest position is edited at ``layer``, about the core's mean:
+    h ↦ h − 2 s qqᵀ(h − μ), with a strength s per prompt and step chosen so that the copula margin
+    m = logsumexp(are, were) − logsumexp(is, was) moves to ∓``target`` (its current sign flipped): with m0
+    the unedited margin and m1 the margin at strength ``probe``, s = clip((∓target − m0) / ((m1 − m0) / probe),
+    −``cap``, ``cap``). Earlier positions are never edited (each step re-reads the whole sequence), and
+    sampling is the authors' (temperature 1, top-k 50; prompt i draws with seed ``seed`` + i, as ``plain``).
+    ``direction`` (D,), a unit vector, is steered along in place of the axis (e.g. a random one, for the null).
+    """
+    if plain.mode != "sampled" or len(plain.plain) != len(prompts):
+        raise ValueError(f"plain must be the sampled Generation of the same {len(prompts)} prompts, got "
+                         f"{plain.mode} of {len(plain.plain)}")
+    lm = m.lm
+    lm.check_layer(layer)
+    q = (axis.q[layer, :, 0] if direction is None else direction.reshape(-1).to(axis.q)).double()
+    mu = axis.core.mean[layer].double()
+    ids_verbs = margin_head(lm).ids  # are, were, is, was
+    unembed = lm.model.get_output_embeddings()
+    batch = encode(lm, [s.prompt for s in prompts])
+    eos = lm.tokenizer.eos_token_id
+    eos = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+    steered: list[str] = [""] * len(prompts)
+
+    def logits_at(ids, attn, pos, strength):
+        def steer(h):
+            x = h[:, -1].double() - mu.to(h.device)
+            out = h.clone()
+            out[:, -1] = (h[:, -1].double() - 2 * strength[:, None] * (x @ q)[:, None] * q).to(h.dtype)
+            return out
+        with residual_hooks(lm, write={} if strength is None else {layer: steer}):
+            hidden, _ = forward(lm, ids, attn, pos)
+        return final_logit_softcap(lm, unembed(hidden[:, -1])).double()
+
+    def copula(logits):
+        return (torch.logsumexp(logits[:, ids_verbs[:2]], -1) - torch.logsumexp(logits[:, ids_verbs[2:]], -1))
+
+    with torch.no_grad():
+        for idx in batch.groups(batch_size):
+            sub, _ = batch.rows(idx)
+            ids, attn, pos = sub.input_ids, sub.attention_mask, sub.position_ids
+            generators = [torch.Generator().manual_seed(seed + int(i)) for i in idx.tolist()]
+            done = torch.zeros(len(idx), dtype=torch.bool, device=lm.device)
+            out = []
+            for _ in range(max_new_tokens):
+                m0 = copula(logits_at(ids, attn, pos, None))
+                slope = (copula(logits_at(ids, attn, pos, torch.full_like(m0, probe))) - m0) / probe
+                goal = torch.where(m0 > 0, -target, target)
+                strength = torch.where(slope.abs() > 1e-8, ((goal - m0) / slope.where(slope.abs() > 1e-8, 1.0))
+                                       .clamp(-cap, cap), torch.zeros_like(m0))
+                chosen = sample_tokens(logits_at(ids, attn, pos, strength), generators).to(lm.device)
+                nxt = torch.where(done, torch.full_like(chosen, lm.tokenizer.pad_token_id), chosen)
+                out.append(nxt)
+                done |= torch.tensor([int(t) in eos for t in nxt], device=lm.device)
+                if bool(done.all()):
+                    break
+                ids = torch.cat([ids, nxt[:, None]], 1)
+                attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)
+                pos = torch.cat([pos, pos[:, -1:] + 1], 1)
+            for j, row in zip(idx.tolist(), torch.stack(out, 1).tolist()):
+                cut = next((i for i, t in enumerate(row) if t in eos), len(row))
+                steered[j] = lm.tokenizer.decode(row[:cut], skip_special_tokens=True)
+    n_steered = [first_verb_number(s.prompt, c, nlp) for s, c in zip(prompts, steered)]
+    right = [i for i, s in enumerate(prompts) if plain.number_plain[i] == s.label]
+    switched = sum(n_steered[i] == 1 - prompts[i].label for i in right)
+    return Generation("newest_position", layer, plain.plain, steered, plain.number_plain, n_steered, len(right),
+                      switched)
+
+
+@dataclass
+class Nulls:
+    """The nulls of one model's claims: ``n_random`` random unit directions at the last-position layer and
+    ``n_random_subject`` at the from-subject layer (:class:`RandomNull`), the layer the last-position rule picks with a
+    random direction at every layer, the rank curve of random nested subspaces, and our flip (``generation``) and the
+    authors' steering (``steering``) along one random direction."""
+
+    last: RandomNull
+    subject: RandomNull
+    layer: int
+    rank: RankCurve
+    generation: Generation
+    steering: Generation
+
+
+def model_nulls(m: Measured, axis: Axis, last: Sweep, subject: Sweep, prompts: Sequence[Sentence], max_new_tokens: int,
+                nlp, plain: Generation, ranks: Sequence[int], n_random: int, n_random_subject: int, seed: int,
+                generation_seed: int) -> Nulls:
+    """Return :class:`Nulls` of one model: random directions seeded ``seed`` (last and from-subject scopes), ``seed`` + 1
+    (the layer), ``seed`` + 2 (the random basis (D, max(ranks)), orthonormalised by QR) and ``seed`` + 3 (the one
+    direction of the generation nulls, sampled with ``generation_seed`` against the ``plain`` sampled Generation)."""
+    D, r0 = m.lm.d_model, random_directions(m.lm.d_model, 1, seed + 3)[0]
+    basis = torch.linalg.qr(random_directions(D, max(ranks), seed + 2).T)[0]
+    return Nulls(
+        last=random_null(m, axis, last, n_random, seed),
+        subject=random_null(m, axis, subject, n_random_subject, seed),
+        layer=random_layer_choice(m, axis, seed + 1),
+        rank=sufficient_rank(m, axis, last.layer, ranks, basis=basis),
+        generation=flip_generation(m, axis, subject, prompts, max_new_tokens, nlp, sample=True, seed=generation_seed,
+                                   direction=r0, plain=plain),
+        steering=newest_position_generation(m, axis, last.layer, prompts, max_new_tokens, nlp, plain,
+                                            seed=generation_seed, direction=r0))
+
+
+def cross_model_nulls(names: Sequence[str], coordinates: dict[str, Tensor], random_z: dict[str, Tensor], n_boot: int,
+                   seed: int) -> dict[str, dict[str, float]]:
+    """Return {"a ~ b": {"shuffled": the 99th percentile of Spearman ρ(z_a, z_b) over ``n_boot`` shuffles of b's prompts,
+    "random": the largest ρ of paired random-direction coordinates (k, N)}} for every pair a < b of ``names``, the
+    coordinates z (N,) of each model; the shuffles draw from one generator seeded ``seed``, pair after pair."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, a_name in enumerate(names):
+        for b_name in names[i + 1:]:
+            za, zb = (coordinates[x].cpu().double().numpy() for x in (a_name, b_name))
+            shuffled = [stats.spearman(za, zb[rng.permutation(len(zb))]) for _ in range(n_boot)]
+            random_pairs = [stats.spearman(x, y) for x, y in zip(random_z[a_name], random_z[b_name])]
+            out[f"{a_name} ~ {b_name}"] = {"shuffled": float(np.percentile(shuffled, 99)),
+                                           "random": float(np.max(random_pairs))}
+    return out
+
+
+#: The ablations the authors' code records at every layer.
+ABLATIONS = ("keep_only", "remove", "flip")
+
+
+def authors_layer(flip_auroc: np.ndarray) -> int:
+    """Return the authors' layer of flip AUROCs (L+1,) at layers 0 … L: the lowest of layers 1 … L (layer 0 not edited)."""
+    return 1 + int(np.argmin(flip_auroc[1:]))
+
+
+def largest_difference(auroc: dict[str, np.ndarray], rows: Sequence[dict]) -> float:
+    """Return max |auroc[kind][layer] − row[kind]| over the authors' rows ({"layer": l, kind: AUROC}) and the kinds of
+    :data:`ABLATIONS`, ``auroc`` {kind: (L+1,)} this library's at every layer."""
+    return max(abs(float(auroc[k][r["layer"]]) - r[k]) for r in rows for k in ABLATIONS)
+
+
+@dataclass
+class AuthorsComparison:
+    """The chapter's pipeline on the authors' sentences beside their code's record: the readings, each last-layer
+    recipe's axis {recipe: Axis}, the last-position ablations at every layer 0 … L with their recipe (``post_norm``)
+    and at L only with this chapter's (``block_output``), each recipe's layer by the authors' rule (``layers``; ``layer``
+    their recipe's) and the held-out AUROCs there (``at_layer``) and at L (``last`` {recipe: {kind: AUROC}}), the
+    last-layer core AUROC per recipe, each recipe's held-out coordinates at its layer {recipe: (N,)}, the largest
+    |difference| from their code over layers 1 … L and the three ablations, and the model's own margin AUROC on all
+    (``base``) and on the well-formed held-out sentences."""
+
+    measured: Measured
+    axes: dict[str, Axis]
+    post_norm: Sweep
+    block_output: Sweep
+    base: float
+    layer: int
+    max_diff: float
+    at_layer: dict[str, float]
+    last: dict[str, dict[str, float]]
+    core_auroc: dict[str, float]
+    layers: dict[str, int]
+    z_test: dict[str, Tensor]
+    base_well_formed: float
+    n_well_formed: int
+
+
+def authors_comparison(m: Measured, record: dict, well_formed: Sequence[bool]) -> AuthorsComparison:
+    """Return :class:`AuthorsComparison` of readings ``m`` on the authors' split against ``record`` (their code's run of
+    this model: ``layer_sweep`` rows, layer 0 first), ``well_formed`` (N_test,) marking the held-out agreement prompts."""
+    axes = {recipe: find_axis(m, last_layer=recipe) for recipe in LAST_LAYER_RECIPES}
+    L = m.n_layers
+    s_pn = sweep(m, axes["post_norm"], range(L + 1), "last")
+    s_bo = sweep(m, axes["block_output"], [L], "last")
+    flips = {"post_norm": s_pn.auroc["flip"], "block_output": np.r_[s_pn.auroc["flip"][:L], s_bo.auroc["flip"]]}
+    layers = {recipe: authors_layer(f) for recipe, f in flips.items()}
+    layer = layers["post_norm"]
+    well_formed = np.array(well_formed)
+    return AuthorsComparison(
+        measured=m, axes=axes, post_norm=s_pn, block_output=s_bo, base=m.base_auroc, layer=layer,
+        max_diff=largest_difference(s_pn.auroc, record["layer_sweep"][1:]),
+        at_layer={k: float(s_pn.auroc[k][layer]) for k in ABLATIONS},
+        last={recipe: {k: float(sw.auroc[k][-1]) for k in ABLATIONS} for recipe, sw in (("post_norm", s_pn),
+                                                                                       ("block_output", s_bo))},
+        core_auroc={recipe: float(axes[recipe].auroc[L]) for recipe in LAST_LAYER_RECIPES},
+        layers=layers, z_test={recipe: axes[recipe].z_test[layers[recipe]] for recipe in LAST_LAYER_RECIPES},
+        base_well_formed=stats.auroc(m.test.last.value[torch.as_tensor(well_formed)], m.test.y[well_formed]),
+        n_well_formed=int(well_formed.sum()))
+
+
+def recipe_spearman(a: AuthorsComparison, b: AuthorsComparison) -> dict[str, float]:
+    """Return {recipe: Spearman ρ of the two models' held-out coordinates, each at its own layer of that recipe}."""
+    return {recipe: stats.spearman(a.z_test[recipe], b.z_test[recipe]) for recipe in LAST_LAYER_RECIPES}

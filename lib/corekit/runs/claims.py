@@ -1,0 +1,529 @@
+"""Claims: each headline figure of a notebook as a test with a null, its verdict and the reason for it.
+
+A notebook creates one :class:`Claims` in its first cell after the parameters, which checks every parameter
+against what the parameters cell declares and stops the run with one line when a value cannot be right. It
+records every headline figure with :meth:`Claims.check` (a tested claim) or :meth:`Claims.report` (a figure
+only), shows the table at the end of the page and, when the notebook's ``output_dir`` parameter names a folder,
+writes ``OUTPUT_DIR/NAME.metrics.json``::
+
+    {"notebook", "parameters", "runtime_s", "threads", "environment": {...}, ("exports": {name: {"file", "sha256"}}),
+     "claims": [{"id", "paper", "measured", "target", "verdict", "pass"}
+                (+ "reason", "null", "no_null", "models", "interval", "authors")]}
+
+A tested claim is a :class:`Bound` on one statistic, written once: the target text is rendered from it. Beside
+the measured value it carries a **null** (:class:`Null`): the same statistic on a case where the claimed effect
+is absent (the untrained model, shuffled labels, a random subspace of the same size, the model at
+initialisation, a plain power law), which the bound must reject; or one of the :data:`NO_NULL` reasons why it
+needs none. For a claim that asserts closeness to chance, the null is a case that is *not* at chance (a model
+against a copy of itself). Verdicts (:data:`VERDICTS`):
+
+- ``pass``: the value satisfies the bound and every null fails it;
+- ``uninformative``: the value satisfies the bound but a null does too: the test has no power;
+- ``fail``: the value does not satisfy the bound;
+- ``undecided``: the run cannot decide the claim at this profile (the notebook computes why, and names the
+  profile that would decide it);
+- ``reported``: a figure, not a test.
+
+A claim about trained models covers models named before the run (``covers``): its value is a dict
+{model: value}, it holds only when every model satisfies the bound, and the record carries k of n with a Wilson
+interval (``models``). Every verdict but pass and reported carries a sentence of reason (``reason``) computed from
+the values and the bound; the notebook's ``why`` adds context to it. ``pass`` (True / False / None) repeats the
+verdict for readers of older files.
+
+A claim's ``authors`` is the value the authors' own code gives on the same weights or settings
+(``results/oracle/``, :mod:`corekit.oracle`). ``threads`` is torch's intra-op thread count when the file is
+written (None if torch was never imported). ``environment`` is the run record of
+:func:`corekit.runinfo.environment`. A failing claim never raises.
+"""
+from __future__ import annotations
+
+import html
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corekit import runinfo
+from corekit.runs import paramspec
+from corekit.runs.parameters import declared
+from corekit.stats import wilson_interval
+
+#: The verdicts a claim can have, in the order tables count them.
+VERDICTS = ("pass", "uninformative", "fail", "undecided", "reported")
+#: The reasons a tested claim may have no null (the only accepted ones), with what each means.
+NO_NULL = {
+    "numerical check": "it checks the computation itself (a residual, an error against a reference), not an effect",
+    "provenance": "it checks that a run repeats a recorded run or setting, not an effect",
+}
+#: A claim over fewer models than this says so on the page.
+FEW_MODELS = 5
+
+
+def to_jsonable(value: Any) -> Any:
+    """Return ``value`` with numpy / torch scalars and arrays turned into plain Python objects."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, complex):
+        return [value.real, value.imag]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _torch_threads() -> int | None:
+    """Return torch's intra-op thread count, or None when torch has not been imported."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def format_value(value: Any) -> str:
+    """Return a short human-readable rendering of a measured or paper value."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _number(x: float) -> str:
+    """Return a bound's constant as text (4 significant digits, integers without a point)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.4g}"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A pass/fail bound on one statistic; its text is the claim's target.
+
+    ``kind`` is one of ``>=``, ``<=``, ``==`` (with tolerance ``b``), ``in`` ([a, b]), ``true`` (the value is a
+    boolean that must hold), ``ci contains`` / ``ci above`` / ``ci below`` (tested on the claim's interval:
+    it contains ``a``, its low end is above ``a``, its high end is below ``a``).
+    """
+
+    kind: str
+    a: float | None = None
+    b: float | None = None
+
+    def test(self, value: Any, interval: tuple[float, float] | None = None) -> bool:
+        """Return whether ``value`` (or, for the ``ci`` kinds, ``interval``) satisfies the bound."""
+        if self.kind == "true":
+            return bool(value)
+        if self.kind.startswith("ci"):
+            if interval is None:
+                raise ValueError(f"a bound '{self.text}' tests an interval: pass interval=(low, high)")
+            low, high = (float(v) for v in interval)
+            return {"ci contains": low <= self.a <= high, "ci above": low > self.a, "ci below": high < self.a}[self.kind]
+        if value is None or not math.isfinite(float(value)):
+            return False
+        x = float(value)
+        if self.kind == "in":
+            return self.a <= x <= self.b
+        return {">=": x >= self.a, "<=": x <= self.a, "==": abs(x - self.a) <= (self.b or 0.0)}[self.kind]
+
+    @property
+    def text(self) -> str:
+        """The bound in words and symbols, e.g. "≥ 0.9", "in [0.8, 1.25]", "95 % interval contains −1"."""
+        if self.kind == "true":
+            return "holds"
+        if self.kind == "==":
+            return f"= {_number(self.a)}" + (f" ± {_number(self.b)}" if self.b else "")
+        if self.kind == "in":
+            return f"in [{_number(self.a)}, {_number(self.b)}]"
+        if self.kind.startswith("ci"):
+            return {"ci contains": "interval contains", "ci above": "interval above",
+                    "ci below": "interval below"}[self.kind] + f" {_number(self.a)}"
+        return {">=": "≥", "<=": "≤"}[self.kind] + f" {_number(self.a)}"
+
+
+def at_least(x: float) -> Bound:
+    """Return the bound value ≥ x."""
+    return Bound(">=", float(x))
+
+
+def at_most(x: float) -> Bound:
+    """Return the bound value ≤ x."""
+    return Bound("<=", float(x))
+
+
+def equal_to(x: float, tol: float = 0.0) -> Bound:
+    """Return the bound ``|value − x| ≤ tol``."""
+    return Bound("==", float(x), float(tol))
+
+
+def between(low: float, high: float) -> Bound:
+    """Return the bound low ≤ value ≤ high."""
+    if not low <= high:
+        raise ValueError(f"between needs low ≤ high, got {low!r}, {high!r}")
+    return Bound("in", float(low), float(high))
+
+
+def holds() -> Bound:
+    """Return the bound "the boolean value is true"."""
+    return Bound("true")
+
+
+def interval_contains(x: float) -> Bound:
+    """Return the bound "the claim's interval contains x"."""
+    return Bound("ci contains", float(x))
+
+
+def interval_above(x: float) -> Bound:
+    """Return the bound "the claim's interval lies above x"."""
+    return Bound("ci above", float(x))
+
+
+def interval_below(x: float) -> Bound:
+    """Return the bound "the claim's interval lies below x"."""
+    return Bound("ci below", float(x))
+
+
+@dataclass(frozen=True)
+class Null:
+    """The claim's statistic on a case without the claimed effect (``what``), which the bound must reject.
+
+    ``value`` is a number (or boolean), or {model: value} for a claim over models (each must fail the bound);
+    ``interval`` the null's interval for a bound on intervals.
+    """
+
+    what: str
+    value: Any
+    interval: tuple[float, float] | None = None
+
+    def passing(self, bound: Bound) -> list[str]:
+        """Return the labels of the null's cases that satisfy ``bound`` ("" for a single value)."""
+        if isinstance(self.value, dict):
+            return [str(k) for k, v in self.value.items() if bound.test(v, self.interval)]
+        return [""] if bound.test(self.value, self.interval) else []
+
+    def as_dict(self, bound: Bound) -> dict:
+        """Return the null's record: what it is, its value (and interval), and whether it satisfies the bound."""
+        record = {"what": self.what, "value": to_jsonable(self.value), "passes": bool(self.passing(bound))}
+        return record if self.interval is None else {**record, "interval": to_jsonable(list(self.interval))}
+
+
+def _shown(value: Any) -> str:
+    """Return a value for a sentence of reason."""
+    return format_value(to_jsonable(value))
+
+
+@dataclass
+class Claim:
+    """One headline figure with its verdict; ``reason`` says in words why a claim that is not a pass is not."""
+
+    id: str
+    measured: Any
+    target: str
+    verdict: str
+    paper: Any = None
+    authors: Any = None
+    reason: str | None = None
+    nulls: tuple[dict, ...] = ()
+    no_null: str | None = None
+    models: dict | None = None
+    interval: tuple[float, float] | None = None
+
+    @property
+    def passed(self) -> bool | None:
+        """True for a pass, False for a fail, None for every other verdict."""
+        return {"pass": True, "fail": False}.get(self.verdict)
+
+    def as_dict(self) -> dict:
+        """Return the claim as the metrics-file record."""
+        record = {"id": self.id, "paper": to_jsonable(self.paper), "measured": to_jsonable(self.measured),
+                  "target": self.target, "verdict": self.verdict, "pass": self.passed}
+        optional = {"reason": self.reason, "null": list(self.nulls) or None, "no_null": self.no_null,
+                    "models": self.models, "interval": None if self.interval is None else list(self.interval),
+                    "authors": self.authors}
+        record.update({k: to_jsonable(v) for k, v in optional.items() if v is not None})
+        return record
+
+
+def verdict_of(record: dict) -> str:
+    """Return a metrics-file claim's verdict (older files carry only ``pass``: True, False or None)."""
+    verdict = record.get("verdict")
+    if verdict in VERDICTS:
+        return verdict
+    return {True: "pass", False: "fail"}.get(record.get("pass"), "reported")
+
+
+def null_text(record: dict) -> str:
+    """Return a metrics-file claim's null as short text ("untrained model: 3"), or its no-null reason."""
+    nulls = record.get("null") or []
+    if nulls:
+        return "; ".join(f"{n['what']}: {format_value(n['value'])}" for n in nulls)
+    return f"none ({record['no_null']})" if record.get("no_null") else ""
+
+
+#: How a verdict is shown: its label and its colour.
+VERDICT_STYLE = {"pass": ("pass", "#1a7f37"), "uninformative": ("uninformative", "#9a6700"),
+                 "fail": ("FAIL", "#cf222e"), "undecided": ("undecided", "#0969da"),
+                 "reported": ("reported", "#57606a")}
+
+
+def id_html(claim_id: str) -> str:
+    """Return a claim id as HTML inline code that a narrow column may break only after an underscore or before a
+    bracket (``<wbr>`` between the parts)."""
+    parts = re.split(r"(?<=_)|(?=\[)", claim_id)
+    return "<wbr>".join(html.escape(p) for p in parts)
+
+
+def _markdown_cell(text: str) -> str:
+    """Return ``text`` safe inside a markdown table cell (pipes escaped, one line)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+class ClaimsTable:
+    """Rich display of a list of claims (HTML in a notebook, Markdown as text)."""
+
+    def __init__(self, claims: list[Claim]):
+        self.claims = claims
+
+    def _columns(self) -> list[str]:
+        """Return the value columns: paper, measured, the authors' code where any claim has it, and the null."""
+        authors = ["authors"] if any(c.authors is not None for c in self.claims) else []
+        return ["paper", "measured", *authors, "null"]
+
+    @staticmethod
+    def _value(claim: Claim, column: str) -> str:
+        if column == "null":
+            return null_text(claim.as_dict())
+        return format_value(to_jsonable(getattr(claim, column)))
+
+    def _repr_html_(self) -> str:
+        cols = self._columns()
+        heads = "".join(f"<th>{'authors’ code' if k == 'authors' else k}</th>" for k in cols)
+        rows = []
+        for c in self.claims:
+            label, colour = VERDICT_STYLE[c.verdict]
+            reason = f"<br><em>{html.escape(c.reason)}</em>" if c.reason else ""
+            rows.append(f"<tr><td><code>{id_html(c.id)}</code></td>"
+                        + "".join(f"<td>{html.escape(self._value(c, k))}</td>" for k in cols)
+                        + f"<td>{html.escape(c.target)}{reason}</td>"
+                        f"<td class='corekit-{c.verdict}' style='color:{colour};font-weight:bold'>{label}</td></tr>")
+        return (f"<table class='corekit-claims'><thead><tr><th>claim</th>{heads}<th>target</th><th>verdict</th>"
+                f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+    def _repr_markdown_(self) -> str:
+        cols = self._columns()
+        lines = ["| claim | " + " | ".join("authors' code" if k == "authors" else k for k in cols)
+                 + " | target | verdict |", "|---|" + "---|" * len(cols) + "---|---|"]
+        for c in self.claims:
+            target = c.target + (f" ({c.reason})" if c.reason else "")
+            lines.append(f"| `{c.id}` | " + " | ".join(_markdown_cell(self._value(c, k)) for k in cols)
+                         + f" | {_markdown_cell(target)} | {VERDICT_STYLE[c.verdict][0]} |")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self._repr_markdown_()
+
+
+def captured_parameters(notebook: str, namespace: dict) -> dict:
+    """Return {name: value in ``namespace``} for every parameter the notebook's parameters cell declares."""
+    names = list(declared(notebook))
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise ValueError(f"{notebook} declares the parameters {missing} but they are not defined in the namespace")
+    return {n: namespace[n] for n in names}
+
+
+def check_parameters(notebook: str, values: dict) -> None:
+    """Raise ParameterError naming the first parameter whose value its declaration in the parameters cell refuses.
+
+    ``corekit run`` checks the same rules before a kernel starts; this repeats them inside the notebook, so
+    that papermill, nbmake or Jupyter runs stop with the same one line before any computation.
+    """
+    for name, parameter in declared(notebook).items():
+        rule = paramspec.accepts(parameter.default, parameter.help)
+        try:
+            paramspec.check_parameter(name, parameter.help, rule, values[name], Path.cwd())
+        except ValueError as error:
+            raise paramspec.ParameterError(f"{notebook}: parameter {name!r}: {error}") from None
+
+
+def _as_nulls(null: Null | list[Null] | tuple[Null, ...] | None) -> tuple[Null, ...]:
+    """Return ``null`` as a tuple of :class:`Null` (checked)."""
+    nulls = () if null is None else (null,) if isinstance(null, Null) else tuple(null)
+    if not all(isinstance(n, Null) for n in nulls):
+        raise TypeError(f"null must be a Null or a list of Null, got {null!r}")
+    return nulls
+
+
+def verdict(value: Any, bound: Bound, *, nulls: tuple[Null, ...] = (), interval: tuple[float, float] | None = None,
+            undecided: str | None = None, why: str | None = None) -> tuple[str, str | None, dict | None]:
+    """Return (verdict, reason, models record) of a tested claim: ``value`` a number, or {model: number} for a claim
+    that must hold for every model; ``undecided`` a computed reason why this run cannot decide the claim."""
+    models = None
+    if isinstance(value, dict):
+        if not value:
+            raise ValueError("a claim over models needs at least one model")
+        missing = [key for key, v in value.items() if not bound.test(v, interval)]
+        k, n = len(value) - len(missing), len(value)
+        models = {"k": k, "n": n, "wilson95": [round(x, 4) for x in wilson_interval(k, n)],
+                  "failing": [str(m) for m in missing]}
+        holds_ = not missing
+        shown = f"{k} of {n} models satisfy {bound.text}" + (
+            "; not " + ", ".join(f"{m} ({_shown(value[m])})" for m in missing) if missing else "")
+    else:
+        holds_ = bound.test(value, interval)
+        measured = _shown(value) + (f" (interval {_shown(list(interval))})" if interval is not None else "")
+        shown = f"measured {measured} {'satisfies' if holds_ else 'does not satisfy'} {bound.text}"
+    context = f" {why[0].upper()}{why[1:].rstrip('.')}." if why else ""
+    if undecided:
+        return "undecided", f"Undecided: {undecided.rstrip('.')} ({shown}).{context}", models
+    if not holds_:
+        return "fail", f"Fails: {shown}.{context}", models
+    passing = [(n, n.passing(bound)) for n in nulls]
+    passing = [(n, labels) for n, labels in passing if labels]
+    if passing:
+        said = "; ".join(f"{n.what} gives {_shown(n.value)}" + (f" ({len(labels)} of {len(n.value)} cases pass)"
+                                                                 if isinstance(n.value, dict) else "")
+                         for n, labels in passing)
+        return ("uninformative", f"Uninformative: {shown}, but so does the null ({said}), so the test cannot tell "
+                f"the effect from its absence.{context}", models)
+    return "pass", None, models
+
+
+class Claims:
+    """Collects a notebook's claims and writes them to its metrics file.
+
+    ``Claims(notebook)`` checks and records the notebook's parameters itself: the names its parameters cell
+    declares (:func:`corekit.runs.parameters.declared`), with their values in the caller's globals (papermill's
+    injected values included); :meth:`resolve` adds or replaces entries (e.g. the device "auto" became).
+    ``parameters`` given explicitly are recorded as they are, unchecked. ``output_dir`` is where the metrics
+    file goes (``""``: nowhere), not a parameter of the experiment: it is not recorded.
+    """
+
+    def __init__(self, notebook: str, parameters: dict | None = None, *, namespace: dict | None = None):
+        self.notebook = notebook
+        if parameters is None:
+            caller = inspect.currentframe().f_back
+            parameters = captured_parameters(notebook, namespace if namespace is not None else caller.f_globals)
+            check_parameters(notebook, parameters)
+        output_dir = parameters.get(paramspec.OUTPUT_DIR) or ""
+        self.output_dir = Path(output_dir).expanduser().resolve() if output_dir else None
+        self.parameters = to_jsonable({k: v for k, v in parameters.items() if k != paramspec.OUTPUT_DIR})
+        self.claims: list[Claim] = []
+        self.exports: dict[str, dict] = {}
+        self._start = time.perf_counter()
+
+    def resolve(self, **values: Any) -> None:
+        """Record what a parameter resolved to in this run (e.g. ``device="cuda:0"`` for "auto")."""
+        self.parameters.update(to_jsonable(values))
+
+    def require(self, ok: bool, name: str, accepted: str, value: Any) -> None:
+        """Raise ParameterError naming ``name``, its value and what is ``accepted`` unless ``ok`` (sizes that make a
+        run empty or impossible, which only the notebook can work out)."""
+        if not ok:
+            raise paramspec.ParameterError(f"{self.notebook}: parameter {name!r}: expected {accepted}, "
+                                           f"got {paramspec.show(value)}")
+
+    def record_export(self, name: str, path: str | os.PathLike) -> str:
+        """Return the sha256 of the file the run exported at ``path`` (e.g. its checkpoints), recorded in the metrics'
+        ``exports`` as ``name``, so that a comparison made on those weights can be checked to be of this run."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        self.exports[name] = {"file": Path(path).name, "sha256": digest.hexdigest()}
+        return self.exports[name]["sha256"]
+
+    def _append(self, claim: Claim) -> Claim:
+        if any(c.id == claim.id for c in self.claims):
+            raise ValueError(f"claim id {claim.id!r} is recorded twice in {self.notebook}")
+        self.claims.append(claim)
+        return claim
+
+    def check(self, id: str, value: Any, bound: Bound, *, statistic: str, null: Null | list[Null] | None = None,
+              no_null: str | None = None, covers: str | None = None, interval: tuple[float, float] | None = None,
+              undecided: str | None = None, paper: Any = None, authors: Any = None, why: str | None = None) -> Claim:
+        """Return the recorded tested claim ``id``: ``statistic`` (what ``value`` measures) against ``bound``.
+
+        ``value`` is a number or boolean, or {model: value} for a claim over the models ``covers`` names (stated
+        before the run; it holds only when every model satisfies the bound). ``null`` is the same statistic on a
+        case without the effect; a claim without one names a :data:`NO_NULL` reason. ``interval`` is the value's
+        interval (tested by the ``interval_*`` bounds, shown beside it); ``undecided`` the computed reason why this
+        run cannot decide the claim; ``why`` context added to the reason of any verdict but pass.
+        """
+        if not isinstance(bound, Bound):
+            raise TypeError(f"claim {id!r}: bound must be a Bound (at_least, at_most, ...), got {bound!r}")
+        if not isinstance(statistic, str) or not statistic.strip():
+            raise ValueError(f"claim {id!r}: statistic must say what the value measures")
+        nulls = _as_nulls(null)
+        if not nulls and no_null not in NO_NULL:
+            raise ValueError(f"claim {id!r} has no null: give null=Null(...) or no_null= one of {sorted(NO_NULL)}, "
+                             f"got {no_null!r}")
+        if nulls and no_null is not None:
+            raise ValueError(f"claim {id!r}: give a null or a no_null reason, not both")
+        if isinstance(value, dict) and not covers:
+            raise ValueError(f"claim {id!r} is over models: covers must say which models, chosen before the run")
+        for text, name in ((why, "why"), (undecided, "undecided")):
+            if text is not None and (not isinstance(text, str) or not text.strip()):
+                raise ValueError(f"{name} for claim {id!r} must be a non-empty string, got {text!r}")
+        result, reason, models = verdict(value, bound, nulls=nulls, interval=interval, undecided=undecided, why=why)
+        target = f"{statistic.strip()} {bound.text}"
+        if models is not None:
+            target += f", for every one of {covers}"
+            if models["n"] < FEW_MODELS:
+                target += f" (only {models['n']} model{'s' * (models['n'] > 1)})"
+            models = {**models, "covers": covers}
+        return self._append(Claim(id=id, measured=value, target=target, verdict=result, paper=paper, authors=authors,
+                                  reason=reason, nulls=tuple(n.as_dict(bound) for n in nulls), no_null=no_null,
+                                  models=models, interval=None if interval is None else tuple(interval)))
+
+    def report(self, id: str, value: Any, *, statistic: str, paper: Any = None, authors: Any = None) -> Claim:
+        """Return the recorded figure ``id`` (reported, not tested): ``statistic`` says what ``value`` is."""
+        if not isinstance(statistic, str) or not statistic.strip():
+            raise ValueError(f"claim {id!r}: statistic must say what the value is")
+        return self._append(Claim(id=id, measured=value, target=f"reported: {statistic.strip()}",
+                                  verdict="reported", paper=paper, authors=authors))
+
+    def __getitem__(self, id: str) -> Claim:
+        for claim in self.claims:
+            if claim.id == id:
+                return claim
+        raise KeyError(f"no claim {id!r}; recorded: {[c.id for c in self.claims]}")
+
+    def counts(self) -> dict[str, int]:
+        """Return {verdict: number of claims} over :data:`VERDICTS`."""
+        return {v: sum(c.verdict == v for c in self.claims) for v in VERDICTS}
+
+    def table(self) -> ClaimsTable:
+        """Return the claims as a table that renders in the notebook and the book."""
+        return ClaimsTable(self.claims)
+
+    def as_dict(self) -> dict:
+        """Return the metrics-file content."""
+        record = {"notebook": self.notebook, "parameters": self.parameters,
+                  "runtime_s": round(time.perf_counter() - self._start, 3), "threads": _torch_threads(),
+                  "claims": [c.as_dict() for c in self.claims]}
+        return {**record, "exports": self.exports} if self.exports else record
+
+    def write(self, path: str | os.PathLike | None = None) -> Path | None:
+        """Return the path of the written metrics file (``path``, else ``OUTPUT_DIR/NAME.metrics.json``), None when
+        neither is given (a run without ``output_dir`` keeps its claims in the executed notebook only)."""
+        if path is None and self.output_dir is None:
+            return None
+        path = Path(path) if path is not None else self.output_dir / f"{self.notebook}.metrics.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        metrics = {**self.as_dict(), "environment": runinfo.environment()}
+        path.write_text(json.dumps(metrics, indent=2) + "\n")
+        return path

@@ -1,0 +1,397 @@
+"""The ``corekit`` command: execute the book's notebooks through papermill and build the book::
+
+    corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish [--force]]
+                             [--cell-timeout S]
+    corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR] [--cell-timeout S]
+    corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
+    corekit list
+
+A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
+``notebooks/NN_name.ipynb``. ``run`` checks every parameter against what the notebook declares
+(:mod:`corekit.runs.paramspec`) before starting a kernel, executes into a private folder beside the
+output and, on success only, swaps ``NAME.ipynb``, ``figures/NAME/`` and then ``NAME.metrics.json``
+(the notebook's claims plus ``runtime_s``, ``profile`` and ``source_hash``, written once) into ``DIR``,
+undoing every move if one fails. A failed, interrupted (Ctrl-C) or stopped (SIGTERM) run is kept as
+``NAME.failed.ipynb`` or ``NAME.interrupted.ipynb`` and leaves the last complete run in place. ``--out``
+may not be the repository root nor lie in its notebooks/, lib/, results/, book/, .git/ or any other folder
+git tracks. ``book`` reuses executed notebooks whose ``source_hash`` still matches (re-executing a corrupt
+one) and builds static HTML. ``--publish`` and ``book --published`` are the published edition
+(:mod:`corekit.runs.publish`, ``results/``); ``--publish`` replaces no published run of a larger profile
+(quick < cpu < paper) unless ``--force``, checked again under a lock on results/ as the run is swapped in.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from corekit.runs.errors import CorekitError, Interrupted, Problems
+from corekit.runs.execute import Outputs, SigTerm, Terminated, execute, prepare_out, sigterm_raises, summary
+from corekit.runs.notebooks import PROFILES, Notebook, find_root, get_notebook, notebook_names, toc_files, toc_notebooks
+from corekit.runs.parameters import check_chapter, effective_parameters, parse_value, read_parameters
+from corekit.runs.paramspec import expand_user
+from corekit.runs.site import build_html, stage_book
+from corekit.runs.source_hash import source_hash
+
+#: Folders of the repository that ``--out`` may not be or lie in, and why.
+PROTECTED = {"notebooks": "the notebooks' sources", "lib": "the library",
+             "results": "the published runs, which only --publish writes", "book": "the book's pages",
+             ".git": "git's own files"}
+#: The longest --cell-timeout, in seconds (about 31 years); larger values overflow the kernel client's timers.
+MAX_CELL_TIMEOUT_S = 10**9
+
+
+
+def parse_overrides(pairs: list[list[str]]) -> dict:
+    """Return the ``-p NAME VALUE`` pairs as a dict of parsed values (a later pair wins)."""
+    return {name: parse_value(name, text) for name, text in pairs}
+
+
+def default_dir(root: Path, kind: str, profile: str) -> Path:
+    """Return ``_build/KIND/PROFILE`` under the root."""
+    return root / "_build" / kind / profile
+
+
+def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: float | None = None,
+            publish: bool = False, force: bool = False) -> int:
+    """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed.
+
+    Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
+    starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``.
+    """
+    names = notebook_names(root)
+    if not names:
+        raise CorekitError(f"no notebooks to run: {root / 'notebooks'} holds no NN_name.py")
+    declared = {name: read_parameters(Notebook(root, name)) for name in names}
+    unknown = [k for k in overrides if not any(k in params for params in declared.values())]
+    if unknown:
+        valid = sorted({p for params in declared.values() for p in params})
+        raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} (from -p): no notebook declares "
+                           f"it; valid parameters: {', '.join(valid) or '(none)'}")
+    params = {name: effective_parameters(Notebook(root, name), profile,
+                                         {k: v for k, v in overrides.items() if k in declared[name]})
+              for name in names}
+    for name in names:
+        check_chapter(Notebook(root, name), params[name])
+    if publish:
+        check_publishable(root, names, profile, force)
+    out = prepare_out(out)
+    failed = []
+    for name in names:
+        try:
+            print(summary(execute(Notebook(root, name), profile, params[name], out, cell_timeout)), flush=True)
+            if publish:
+                publish_executed(root, name, out, profile, force)
+        except Interrupted:
+            raise
+        except CorekitError as err:
+            print(f"corekit: error: {err}", file=sys.stderr, flush=True)
+            failed.append(name)
+    if failed:
+        print(f"corekit: {len(failed)} of {len(names)} notebooks failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def published_record(root: Path, name: str) -> tuple[str, str] | None:
+    """Return (profile, commit) of the published run of ``name``, None when there is none ('unreadable' if so)."""
+    from corekit.runs import publish
+
+    path = publish.published_run(root, name).metrics_path
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_text())
+        return str(metrics["profile"]), str((metrics.get("environment") or {}).get("commit") or "not recorded")[:10]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return "unreadable", "not recorded"
+
+
+def profile_rank(profile: str) -> int:
+    """Return the size of ``profile`` (quick < cpu < paper); an unknown or unreadable one counts as the largest."""
+    return PROFILES.index(profile) if profile in PROFILES else len(PROFILES)
+
+
+def check_publishable(root: Path, names: list[str], profile: str, force: bool) -> None:
+    """Raise unless publishing a ``profile`` run of ``names`` replaces no published run of a larger profile (or ``force``)."""
+    larger = {name: record[0] for name in names
+              if (record := published_record(root, name)) and profile_rank(record[0]) > profile_rank(profile)}
+    if larger and not force:
+        runs = ", ".join(f"{name} ({published} profile)" for name, published in larger.items())
+        known = [published for published in larger.values() if published in PROFILES]
+        remedy = f"run with --profile {max(known, key=profile_rank)}, or add --force" if known else "add --force"
+        raise CorekitError(f"--publish: results/ holds a larger run than a {profile}-profile one: {runs}; "
+                           f"{remedy} to replace it anyway")
+
+
+def publish_executed(root: Path, name: str, out: Path, profile: str, force: bool) -> None:
+    """Replace the published run of ``name`` in ``results/`` with the ``profile`` run just executed into ``out``, saying
+    which; under a lock on results/, refuse (unless ``force``) when a larger profile's run was published meanwhile."""
+    from corekit.runs import publish
+
+    with publish.results_locked(root):
+        try:
+            check_publishable(root, [name], profile, force)
+        except CorekitError as err:
+            raise CorekitError(f"{err}; it was published while this run executed: this run is not published (its "
+                               f"outputs are in {out})") from None
+        previous = published_record(root, name)
+        publish.publish(root, publish.executed_run(out, name))
+    if previous:
+        print(f"{name}: replaced the published {previous[0]}-profile run (commit {previous[1]})", flush=True)
+
+
+def checked_out(root: Path, text: str | None, profile: str) -> Path:
+    """Return the ``--out`` folder (default _build/executed/PROFILE); raise unless it is a folder outside the sources."""
+    if text is None:
+        return default_dir(root, "executed", profile)
+    if not text.strip():
+        raise CorekitError(f"--out {text!r}: an empty path; name a folder, e.g. --out _build/executed/{profile}")
+    try:
+        out = expand_user(text).absolute().resolve()
+    except ValueError as err:
+        raise CorekitError(f"--out {text!r}: {err}") from None
+    if out == root:
+        raise CorekitError(f"--out {out}: the repository root; name a folder of its own, e.g. _build/executed/{profile}")
+    for folder, what in PROTECTED.items():
+        if out.is_relative_to(root / folder):
+            raise CorekitError(f"--out {out}: inside {folder}/ ({what}); name a folder outside "
+                               f"{', '.join(f + '/' for f in PROTECTED)} and every folder git tracks")
+    tracked = tracked_folder(root, out)
+    if tracked:
+        raise CorekitError(f"--out {out}: inside {tracked}/, a folder of the repository that git tracks; name a folder "
+                           f"git ignores or one outside the repository, e.g. _build/executed/{profile}")
+    return out
+
+
+def tracked_folder(root: Path, out: Path) -> str | None:
+    """Return the top folder of the repository ``out`` lies in when git tracks files in it (None otherwise, and
+    where git or the repository is missing)."""
+    if not out.is_relative_to(root) or out == root:
+        return None
+    top = out.relative_to(root).parts[0]
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", f"{top}/"], capture_output=True,
+                                timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return top if listed.returncode == 0 and listed.stdout else None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``corekit run``: check the parameters, execute one notebook (or all), print its claims (``--publish``: into results/)."""
+    root = find_root()
+    overrides = parse_overrides(args.parameter)
+    if args.publish and overrides:
+        raise CorekitError("--publish takes no -p overrides: a published run is a profile run; put the values in "
+                           "notebooks/params/cpu/NAME.yaml or notebooks/params/paper/NAME.yaml")
+    if args.force and not args.publish:
+        raise CorekitError("--force goes with --publish (it lets a smaller profile's run replace a published one)")
+    out = checked_out(root, args.out, args.profile)
+    if args.notebook == "all":
+        return run_all(root, args.profile, overrides, out, args.cell_timeout, args.publish, args.force)
+    nb = get_notebook(root, args.notebook)
+    params = effective_parameters(nb, args.profile, overrides)
+    check_chapter(nb, params)
+    if args.publish:
+        check_publishable(root, [nb.name], args.profile, args.force)
+    metrics = execute(nb, args.profile, params, out, args.cell_timeout)
+    print(summary(metrics))
+    if args.publish:
+        publish_executed(root, nb.name, out, args.profile, args.force)
+    return 0
+
+
+def read_metrics(path: Path) -> dict | None:
+    """Return the metrics file at ``path``, or None (saying why) when it is missing, unreadable or incomplete."""
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_text())
+        if not isinstance(metrics, dict) or not {"claims", "source_hash", "profile"} <= metrics.keys():
+            raise ValueError("it lacks claims, source_hash or profile")
+    except (OSError, ValueError) as err:           # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        print(f"corekit: {path} is corrupt ({err}); executing again", file=sys.stderr, flush=True)
+        return None
+    return metrics
+
+
+def readable_notebook(path: Path) -> bool:
+    """Return whether ``path`` is a notebook nbformat can read and validate (saying why when it is not)."""
+    import nbformat
+
+    try:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    except (OSError, ValueError, nbformat.ValidationError) as err:
+        print(f"corekit: {path} is corrupt ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+              "executing again", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def is_current(nb: Notebook, profile: str, params: dict, executed_dir: Path) -> bool:
+    """Return whether ``executed_dir`` holds ``nb`` executed from the current sources and parameters, readable."""
+    done = Outputs(executed_dir, nb.name)
+    if not done.ipynb.is_file():
+        return False
+    metrics = read_metrics(done.metrics)
+    if metrics is None or metrics.get("profile") != profile or metrics.get("source_hash") != source_hash(nb, params):
+        return False
+    return readable_notebook(done.ipynb)
+
+
+def ensure_executed(nb: Notebook, profile: str, executed_dir: Path, cell_timeout: float | None = None) -> None:
+    """Execute ``nb`` into ``executed_dir`` unless a readable copy executed from the current sources is there."""
+    params = effective_parameters(nb, profile, {})
+    if is_current(nb, profile, params, executed_dir):
+        print(f"{nb.name}: reusing {executed_dir / nb.name}.ipynb (sources and parameters unchanged)")
+        return
+    print(summary(execute(nb, profile, params, executed_dir, cell_timeout)), flush=True)
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    """``corekit book``: execute what is stale, stage the sources and build the static HTML.
+
+    ``--published`` builds from ``results/`` alone and executes nothing (:mod:`corekit.runs.publish`).
+    """
+    from corekit.runs import publish
+
+    root = find_root()
+    if args.published:
+        executed_dir = (args.executed or default_dir(root, "executed", "quick")).resolve()
+        out = prepare_out(args.out or default_dir(root, "book", "published"))
+        html = publish.build_published(root, out, executed_dir, fallback=args.fallback_quick)
+        print(f"book: {html} (open {html / 'index.html'})")
+        return 0
+    executed_dir = prepare_out(args.executed or default_dir(root, "executed", args.profile), "--executed")
+    out = prepare_out(args.out or default_dir(root, "book", args.profile))
+    names = toc_notebooks(root)
+    for name in names:                                                 # every profile checked before any run
+        check_chapter(Notebook(root, name), effective_parameters(Notebook(root, name), args.profile, {}))
+    for name in names:
+        ensure_executed(Notebook(root, name), args.profile, executed_dir, args.cell_timeout)
+    runs = {name: publish.executed_run(executed_dir, name) for name in names}
+    stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+    publish.decorate(root, stage, runs, {})
+    html = build_html(stage, out)
+    print(f"book: {html} (open {html / 'index.html'})")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``corekit list``: every notebook with its parameters and their defaults."""
+    root = find_root()
+    in_toc = set(f.split("/", 1)[1] for f in toc_files(root) if f.startswith("notebooks/"))
+    for name in notebook_names(root):
+        nb = Notebook(root, name)
+        notes = [f"{p} profile" if nb.profile_file(p).is_file() else f"no {p} profile" for p in PROFILES[1:]]
+        notes.append("in _toc.yml" if name in in_toc else "not in _toc.yml")
+        print(f"{name}  ({', '.join(notes)})")
+        params = read_parameters(nb)
+        width = max((len(p) for p in params), default=0)
+        for p in params.values():
+            print(f"    {p.name:<{width}} = {p.default}" + (f"  # {p.help}" if p.help else ""))
+    return 0
+
+
+def _add_profile(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--profile`` and ``--cell-timeout`` options."""
+    parser.add_argument("--profile", choices=PROFILES, default="quick",
+                        help="quick: the notebook's defaults (CPU, minutes); cpu: notebooks/params/cpu/NAME.yaml "
+                             "(closest to the paper that fits a 2-core CPU); paper: notebooks/params/paper/NAME.yaml")
+    parser.add_argument("--cell-timeout", type=positive_seconds, metavar="S",
+                        help="fail a run whose cell takes longer than S seconds (default: no limit)")
+
+
+def positive_seconds(text: str) -> int:
+    """Return ``text``, a positive finite number of seconds, rounded up to whole seconds as nbclient needs (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    if value > MAX_CELL_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CELL_TIMEOUT_S:,} seconds (about 31 years; leave "
+                                         f"--cell-timeout out for no limit), got {text!r}")
+    return math.ceil(value)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, ``corekit: error: ...``, like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the error in one line and exit with status 2."""
+        self.exit(2, f"corekit: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``corekit`` command."""
+    parser = Parser(prog="corekit", description="Execute the notebooks and build the book.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="execute a notebook (or all) through papermill")
+    run.add_argument("notebook", metavar="NOTEBOOK|all", help="a notebook name such as 01_markov_cores, or all")
+    _add_profile(run)
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="override a parameter; VALUE is YAML, e.g. -p seeds '[0, 1]' (overrides the profile)")
+    run.add_argument("--out", metavar="DIR", help="output folder (default _build/executed/PROFILE; not the repository "
+                     "root nor in its .git/ or a folder git tracks, such as notebooks/, lib/, results/ or book/)")
+    run.add_argument("--publish", action="store_true",
+                     help="on success, replace the notebook's published run in results/NAME/ (no -p allowed; "
+                          "not a run of a larger profile, quick < cpu < paper, without --force)")
+    run.add_argument("--force", action="store_true",
+                     help="with --publish: replace a published run even of a larger profile")
+
+    book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
+    _add_profile(book)
+    book.add_argument("--out", type=Path, metavar="DIR", help="book output folder (default _build/book/PROFILE)")
+    book.add_argument("--executed", type=Path, metavar="DIR",
+                      help="executed notebooks to reuse (default _build/executed/PROFILE; with --published, "
+                           "the quick runs shown beside the published ones: _build/executed/quick)")
+    book.add_argument("--published", action="store_true",
+                      help="build the published edition from results/ only, executing nothing")
+    book.add_argument("--fallback-quick", action="store_true",
+                      help="with --published: show the executed quick run (--executed) of a chapter not yet published")
+
+    commands.add_parser("list", help="list the notebooks with their parameters and defaults")
+    return parser
+
+
+COMMANDS = {"run": cmd_run, "book": cmd_book, "list": cmd_list}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``corekit`` command line; return its exit status (every failure ends in one message)."""
+    args = build_parser().parse_args(argv)
+    try:
+        with sigterm_raises():
+            return COMMANDS[args.command](args)
+    except Problems as err:
+        for problem in err.problems:
+            fail(problem, err.exit_code)
+        return err.exit_code
+    except CorekitError as err:
+        return fail(str(err), err.exit_code)
+    except SigTerm:
+        return fail("stopped by SIGTERM", Terminated.exit_code)
+    except KeyboardInterrupt:
+        return fail("interrupted", Interrupted.exit_code)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error when Python flushes
+        return fail("output closed before the command finished (broken pipe)", 1)
+    except OSError as err:
+        return fail(str(err), 1)
+
+
+def fail(message: str, code: int) -> int:
+    """Print ``corekit: error: MESSAGE`` to stderr (if it is still open); return ``code``."""
+    with contextlib.suppress(OSError):
+        print(f"corekit: error: {message}", file=sys.stderr, flush=True)
+    return code

@@ -1,0 +1,820 @@
+"""The published edition: committed runs in ``results/``, the run record on each page, the results page.
+
+Layout of ``results/`` (one folder per notebook, written by ``corekit run NAME --profile P --publish``)::
+
+    results/NN_name/NN_name.ipynb     the executed notebook, progress bars collapsed to their last line
+    results/NN_name/metrics.json      its metrics: claims, profile, parameters, runtime, environment,
+                                      source_hash, and the figures in the order they were saved
+    results/NN_name/figures/*.png     its figures
+
+:func:`publish` replaces a notebook's folder only once its new run has succeeded. At book build time,
+:func:`decorate` opens every chapter with its run record (profile, device, threads, runtime, commit,
+date, and a warning when the sources changed since the run) and writes the results page
+(``book/results.md``: every claim of every chapter, and a gallery of each chapter's first figure).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Collection, Iterable, Iterator
+
+from corekit import oracle
+from corekit.runs.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, null_text, verdict_of
+from corekit.runs.errors import CorekitError, Problems
+from corekit.runs.notebooks import PROFILES, Notebook, toc_files, toc_notebooks
+from corekit.runs.parameters import accepted_values, effective_parameters, read_profile
+from corekit.runs.portable import portable_parameters, portable_value
+from corekit.runs.site import build_html, stage_book, stage_notebook
+from corekit.runs.source_hash import source_hash
+
+#: Folder of the published runs, under the book's root.
+RESULTS = "results"
+#: The generated results page, as ``_toc.yml`` names it.
+RESULTS_PAGE = "book/results"
+#: A published notebook larger than this (bytes) draws a warning: its figures are too many or too large.
+SIZE_WARNING_BYTES = 3 * 2**20
+#: Longest rendering of a value in the results table, in characters.
+VALUE_WIDTH = 60
+#: Characters that markdown or MyST would read as markup inside a table cell (escaped with a backslash).
+MARKUP = re.compile(r"[\\`*_{}\[\]<>|$~]")
+#: How each verdict is shown in a table.
+VERDICT_HTML = {v: f'<span class="corekit-{v}">{label}</span>' for v, (label, _) in VERDICT_STYLE.items()}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One executed notebook the book shows: its .ipynb, its metrics and its figures folder."""
+
+    name: str
+    ipynb: Path
+    metrics_path: Path
+    figures: Path
+    published: bool
+
+    @property
+    def metrics(self) -> dict:
+        """The run's metrics file, parsed; a file that is not a JSON object is a one-line error naming it."""
+        try:
+            metrics = json.loads(self.metrics_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CorekitError(f"{self.metrics_path}: not a readable metrics file ({err})") from None
+        if not isinstance(metrics, dict) or not isinstance(metrics.get("claims", []), list):
+            raise CorekitError(f"{self.metrics_path}: not a metrics file (expected a JSON object with a "
+                                    f"'claims' list, got {type(metrics).__name__})")
+        return metrics
+
+    def exists(self) -> bool:
+        """Return whether the run's notebook and metrics are both there."""
+        return self.ipynb.is_file() and self.metrics_path.is_file()
+
+    def figure_files(self) -> list[Path]:
+        """Return the run's figure files in the order the notebook saved them (recorded, else by file time)."""
+        if not self.figures.is_dir():
+            return []
+        order = self.metrics.get("figures") or []
+        outside = [name for name in order if not isinstance(name, str) or Path(name).name != name]
+        if outside:
+            raise CorekitError(f"{self.metrics_path}: figure entries must be file names inside "
+                                    f"{self.figures.name}/, got {outside}")
+        files = [self.figures / name for name in order if (self.figures / name).is_file()]
+        rest = sorted((p for p in self.figures.glob("*.png") if p not in files), key=lambda p: p.stat().st_mtime_ns)
+        return files + rest
+
+
+def published_run(root: Path, name: str) -> Run:
+    """Return the published run of ``name`` (its files may not exist)."""
+    folder = root / RESULTS / name
+    return Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", published=True)
+
+
+def executed_run(executed_dir: Path, name: str) -> Run:
+    """Return the run of ``name`` that ``corekit run --out executed_dir`` wrote (its files may not exist)."""
+    return Run(name, executed_dir / f"{name}.ipynb", executed_dir / f"{name}.metrics.json",
+               executed_dir / "figures" / name, published=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Publishing a run
+
+
+def tidy_notebook(source: Path, target: Path, root: Path) -> int:
+    """Write ``source`` to ``target`` with every progress bar collapsed to its final line; return its bytes."""
+    stage_notebook(source, target, root)
+    return target.stat().st_size
+
+
+@contextlib.contextmanager
+def results_locked(root: Path) -> Iterator[None]:
+    """While entered, hold the lock on ``results/`` that publishing takes (a second publish waits for the first)."""
+    import fcntl
+
+    folder = root / RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                           # closing the folder releases the lock
+
+
+def run_folders(ipynb: Path) -> tuple[Path, ...]:
+    """Return the private folders an executed notebook ran in (papermill's ``output_path``, ``input_path`` parents)."""
+    meta = json.loads(ipynb.read_text()).get("metadata", {}).get("papermill", {})
+    return tuple(Path(meta[key]).parent for key in ("output_path", "input_path") if isinstance(meta.get(key), str))
+
+
+def publish(root: Path, executed: Run) -> Path:
+    """Return ``results/NAME`` after replacing it with the (successful) run ``executed``.
+
+    The new folder is assembled beside the old one and swapped in by two renames, so an interrupted
+    publish leaves the previous published run in place.
+    """
+    results = root / RESULTS
+    final = results / executed.name
+    new, old = results / f".{executed.name}.new", results / f".{executed.name}.old"
+    for leftover in (new, old):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    new.mkdir(parents=True)
+    size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb", root)
+    metrics = executed.metrics
+    metrics = portable_value({**metrics, "parameters": portable_parameters(metrics.get("parameters") or {}, root)},
+                             root, (executed.metrics_path.parent, *run_folders(executed.ipynb)))
+    figures = executed.figure_files()
+    metrics["figures"] = [p.name for p in figures]
+    (new / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    if figures:
+        (new / "figures").mkdir()
+        for path in figures:
+            shutil.copy2(path, new / "figures" / path.name)
+    if final.exists():
+        final.rename(old)
+    new.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+    if size > SIZE_WARNING_BYTES:
+        print(f"corekit: warning: the published {executed.name}.ipynb is {size / 2**20:.1f} MB (over "
+              f"{SIZE_WARNING_BYTES / 2**20:.0f} MB): show fewer or smaller figures", file=sys.stderr)
+    print(f"published {executed.name} ({metrics.get('profile')} profile, {size / 2**20:.2f} MB) -> {final}")
+    return final
+
+
+# --------------------------------------------------------------------------------------------
+# The run record at the top of each page
+
+
+def duration(seconds: float | None) -> str:
+    """Return ``seconds`` as '42 s', '3 min 05 s' or '2 h 07 min'."""
+    if seconds is None:
+        return "not recorded"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def run_parameters(nb: Notebook, metrics: dict) -> dict:
+    """Return the run's profile parameters as the sources give them now, path parameters as the run recorded them
+    (a path names where outputs went on the machine that ran it, and changes no result)."""
+    params = effective_parameters(nb, metrics.get("profile", "quick"), {})
+    recorded = metrics.get("parameters") or {}
+    paths = [name for name, rule in accepted_values(nb).items() if rule.path and name in recorded and name in params]
+    return {**params, **{name: recorded[name] for name in paths}}
+
+
+def stale_reason(nb: Notebook, metrics: dict) -> str | None:
+    """Return why the run no longer matches the current sources, or None when its source_hash still does."""
+    try:
+        params = run_parameters(nb, metrics)
+    except CorekitError as err:
+        return f"its profile cannot be read any more ({err})"
+    if metrics.get("source_hash") != source_hash(nb, params):
+        return "the notebook, the library or the profile's parameters changed since this run"
+    return None
+
+
+def sources_match_commit(root: Path, name: str, metrics: dict) -> bool:
+    """Return whether the run's source_hash is that of its notebook, library and profile at its recorded commit (so a
+    tree recorded as dirty differed from that commit only outside the run's sources, e.g. in results/)."""
+    import subprocess
+    import tarfile
+    import tempfile
+
+    commit = (metrics.get("environment") or {}).get("commit")
+    if not commit:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "sources.tar"
+        done = subprocess.run(["git", "-C", str(root), "archive", "-o", str(archive), commit, "notebooks", "lib"],
+                              capture_output=True)
+        if done.returncode != 0:
+            return False
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        then = Notebook(Path(tmp), name)
+        try:
+            return then.py.is_file() and metrics.get("source_hash") == source_hash(then, run_parameters(then, metrics))
+        except CorekitError:
+            return False
+
+
+def record_markdown(nb: Notebook, run: Run) -> str:
+    """Return the MyST markdown of the run record that opens a chapter (with a warning when stale)."""
+    metrics = run.metrics
+    env = metrics.get("environment") or {}
+    commit = env.get("commit")
+    commit_text = f"`{commit[:10]}`" + (" (with uncommitted changes)" if env.get("dirty") else "") \
+        if commit else "not recorded"
+    date = (env.get("date") or "not recorded").replace("T", " ").replace("+00:00", " UTC")
+    profile = metrics.get("profile", "?")
+    kind = "Published run" if run.published else "Run"
+    threads = env.get("threads")
+    source = metrics.get("source_hash")
+    lines = [":::{admonition} " + kind, ":class: corekit-run note",
+             f"**profile** {profile} · **device** {env.get('device') or 'not recorded'} · "
+             f"**threads** {threads if threads is not None else 'not recorded'} · "
+             f"**torch** {env.get('torch') or 'not recorded'} · "
+             f"**runtime** {duration(metrics.get('runtime_s'))} · **commit** {commit_text} · "
+             f"**source hash** {f'`{source[:12]}`' if source else 'not recorded'} · **date** {date}",
+             ":::"]
+    if not run.published:
+        lines += ["", ":::{note}", f"This page shows a {profile}-profile run made for this build, not a published "
+                  "run (`results/`).", ":::"]
+    reason = stale_reason(nb, metrics)
+    if reason:
+        lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
+                  f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
+    return "\n".join(lines + ["", verdict_box(metrics)])
+
+
+def verdict_box(metrics: dict) -> str:
+    """Return the MyST box that opens a chapter with its verdict: the counts by verdict (the run's metrics) and,
+    folded, every claim that is not a pass with the run's reason for it."""
+    counts = tally(metrics)
+    lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
+             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page)."]
+    open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
+    if open_claims:
+        lines += ["", ":::{admonition} Why the claims that do not pass do not pass", ":class: dropdown"]
+        lines += [f"- `{c['id']}` ({VERDICT_STYLE[verdict_of(c)][0]}): "
+                  f"{cell(c.get('reason') or c.get('why') or 'no reason recorded', None)}" for c in open_claims]
+        lines += [":::"]
+    return "\n".join(lines + ["::::"])
+
+
+def inject_record(staged: Path, markdown: str) -> None:
+    """Insert ``markdown`` as a cell right after the page title of the staged notebook ``staged``."""
+    import nbformat
+
+    notebook = nbformat.read(staged, as_version=4)
+    record = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": ["corekit-run-record"]})
+    at = 0
+    if notebook.cells and notebook.cells[0].cell_type == "markdown":
+        lines = notebook.cells[0].source.splitlines()
+        title = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+        if title is not None:
+            head, rest = "\n".join(lines[: title + 1]), "\n".join(lines[title + 1:]).strip("\n")
+            notebook.cells[0].source = head
+            at = 1
+            if rest:
+                tail = nbformat.v4.new_markdown_cell(rest, metadata=copy.deepcopy(notebook.cells[0].metadata))
+                notebook.cells.insert(1, tail)
+    notebook.cells.insert(at, record)
+    nbformat.write(notebook, staged)
+
+
+# --------------------------------------------------------------------------------------------
+# The results page
+
+
+def cell(value: object, width: int | None = VALUE_WIDTH) -> str:
+    """Return ``value`` rendered as literal text for a markdown table cell (shortened to ``width``, markup escaped)."""
+    text = value if isinstance(value, str) else format_value(value)
+    text = " ".join(str(text).split())
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return MARKUP.sub(r"\\\g<0>", text)
+
+
+def id_cell(claim_id: str) -> str:
+    """Return a claim id as inline code that a narrow column may break only after an underscore or before a bracket."""
+    return f'<code class="docutils literal notranslate">{id_html(claim_id)}</code>'
+
+
+def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | None = None) -> list[str]:
+    """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
+    weights (a claim's own ``authors`` value, else ``oracle`` {claim id: value} from ``results/oracle/``), quick
+    run, the null's value, target in full with the run's reason for any verdict but pass, verdict."""
+    oracle = oracle or {}
+    authors = any("authors" in c or c["id"] in oracle for c in shown.get("claims", []))
+    nulls = any(null_text(c) for c in shown.get("claims", []))
+    header = (["claim", "paper", label] + (["authors' code"] if authors else []) + (["quick run"] if quick else [])
+              + (["null"] if nulls else []) + ["target", "verdict"])
+    quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for claim in shown.get("claims", []):
+        values = [id_cell(claim["id"]), cell(claim.get("paper")), cell(claim.get("measured"))]
+        if authors:
+            values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
+        if quick:
+            values.append(cell(quick_values.get(claim["id"], "not measured")))
+        if nulls:
+            values.append(cell(null_text(claim)))
+        target = cell(claim.get("target", ""), None)
+        reason = claim.get("reason") or claim.get("why")
+        if reason:
+            target += f" *{cell(reason, None)}*"
+        values += [target, VERDICT_HTML[verdict_of(claim)]]
+        rows.append("| " + " | ".join(values) + " |")
+    return rows
+
+
+def oracle_record(run: Run, folder: Path | None) -> dict | None:
+    """Return the chapter's authors'-code record in ``folder`` (results/oracle/), if made for this run's modulus."""
+    if folder is None:
+        return None
+    try:
+        record = oracle.load(run.name[:2], folder)
+    except ValueError:
+        return None
+    if not record or record.get("p") not in (None, run.metrics.get("parameters", {}).get("p")):
+        return None
+    return record
+
+
+def oracle_staleness(run: Run, record: dict) -> str | None:
+    """Return why an authors'-code record made on a run's exported checkpoints is not of this run's weights (its
+    ``weights_sha256`` against the run's ``exports``), or None when it is, or was not made on exported weights."""
+    if "checkpoints" not in record:
+        return None
+    exported = ((run.metrics.get("exports") or {}).get("checkpoints") or {}).get("sha256")
+    made_on = record.get("weights_sha256")
+    if not made_on:
+        return "the record does not name the sha256 of the weights it read"
+    if not exported:
+        return "this run records no exported checkpoints to compare with"
+    if made_on != exported:
+        return f"it read weights with sha256 {made_on[:12]}…, this run exported {exported[:12]}…"
+    return None
+
+
+def oracle_claims(run: Run, folder: Path | None) -> dict:
+    """Return {claim id: the authors' value} from the chapter's record in ``folder`` (results/oracle/), each marked
+    "(stale)" when the record was made on other weights than this run's (:func:`oracle_staleness`)."""
+    record = oracle_record(run, folder)
+    if record is None:
+        return {}
+    values = dict(record.get("claims") or {})
+    if oracle_staleness(run, record):
+        return {k: f"{format_value(v)} (stale)" for k, v in values.items()}
+    return values
+
+
+def title(run: Run) -> str:
+    """Return the chapter's title: the first level-1 heading of its notebook (else its name)."""
+    import nbformat
+
+    for cell in nbformat.read(run.ipynb, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            heading = next((line[2:].strip() for line in cell.source.splitlines() if line.startswith("# ")), None)
+            if heading:
+                return heading
+    return run.name
+
+
+#: Bar colours of the tally figure, one per verdict (:data:`corekit.runs.claims.VERDICTS`).
+TALLY_COLOURS = tuple(VERDICT_STYLE[v][1] for v in VERDICTS)
+
+
+def tally(metrics: dict) -> dict[str, int]:
+    """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.runs.claims.VERDICTS`."""
+    verdicts = [verdict_of(c) for c in metrics.get("claims", [])]
+    return {v: verdicts.count(v) for v in VERDICTS}
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """Return "3 pass, 1 fail, 2 uninformative, ..." for the non-zero verdict counts (tested ones first)."""
+    return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v)) or "no claims"
+
+
+def verdict_line(metrics: dict, shown: int = 3, ident=lambda claim_id: f"`{claim_id}`") -> str:
+    """Return the chapter's one-line verdict: how many tested claims pass, and which do not and how (each id written
+    by ``ident``)."""
+    counts = tally(metrics)
+    tested = sum(counts[v] for v in VERDICTS if v != "reported")
+    if not tested:
+        return "reported only (no tested claim)"
+    if counts["pass"] == tested:
+        return f"all {tested} tested claims pass"
+    parts = []
+    for v in ("fail", "uninformative", "undecided"):
+        ids = [c["id"] for c in metrics.get("claims", []) if verdict_of(c) == v]
+        if ids:
+            named = ", ".join(ident(i) for i in ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown
+                                                                  else "")
+            parts.append(f"{len(ids)} {v} ({named})")
+    return f"{counts['pass']} of {tested} tested claims pass; " + "; ".join(parts)
+
+
+def own_hypotheses(root: Path, names: Iterable[str]) -> frozenset[str]:
+    """Return the chapters among ``names`` that declare they test this book's hypotheses, not a paper's
+    (``own_hypotheses`` in their header, :attr:`Notebook.declared`): counted apart from the reproduction."""
+    return frozenset(n for n in names if Notebook(root, n).declared.get("own_hypotheses"))
+
+
+def front_tally(runs: dict[str, Run], own: Collection[str]) -> str:
+    """Return the front page's sentence: how many of the papers' tested claims the shown runs reproduce, and apart from
+    them how many of the hypotheses of the book's own chapters (``own``) hold."""
+    def total(names):
+        return {k: sum(tally(runs[n].metrics)[k] for n in names) for k in VERDICTS}
+
+    def tested(counts):
+        return sum(counts[v] for v in VERDICTS if v != "reported")
+
+    papers = total([n for n in runs if n not in own])
+    kind = "published runs" if all(run.published for run in runs.values()) else "runs this book shows"
+    others = ", ".join(f"{papers[v]} {v}" for v in ("fail", "uninformative", "undecided"))
+    sentence = (f"{papers['pass']} of {tested(papers)} tested claims reproduce on the {kind} "
+                f"({others}; {papers['reported']} more figures are reported, not tested).")
+    own = [n for n in runs if n in own]
+    if own:
+        mine = total(own)
+        sentence += (f" Apart from them, chapter{'s' * (len(own) > 1)} {', '.join(n[:2] for n in own)} "
+                     f"test{'s' * (len(own) == 1)} hypotheses of this book, not of a paper: "
+                     f"{mine['pass']} of {tested(mine)} hold.")
+    return sentence
+
+
+def tally_figure(runs: dict[str, Run], path: Path) -> Path:
+    """Return ``path`` after saving the stacked bars of pass / fail / reported claims per chapter."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(runs)
+    counts = [tally(runs[n].metrics) for n in names]
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(names) + 1.0), layout="constrained")
+    left = [0] * len(names)
+    for key, colour in zip(VERDICTS, TALLY_COLOURS):
+        widths = [c[key] for c in counts]
+        ax.barh(names, widths, left=left, color=colour, label=key)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.invert_yaxis()
+    ax.set_xlabel("claims")
+    ax.legend(ncol=len(VERDICTS), loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False)
+    fig.savefig(path, dpi=150, facecolor="white")
+    plt.close(fig)
+    return path
+
+
+def overview_table(runs: dict[str, Run]) -> list[str]:
+    """Return the markdown rows of the per-chapter overview: run record, counts and verdict."""
+    rows = ["| chapter | profile | runtime | commit | claims by verdict | verdict |", "|---|---|---|---|---|---|"]
+    for name, run in runs.items():
+        metrics = run.metrics
+        env = metrics.get("environment") or {}
+        commit = (env.get("commit") or "")[:7] or "not recorded"
+        commit += " (dirty)" if env.get("dirty") else ""
+        rows.append(f"| {{doc}}`{name[:2]} <../notebooks/{name}>` | {metrics.get('profile', '?')} | "
+                    f"{duration(metrics.get('runtime_s'))} | {commit} | {counts_text(tally(metrics))} | "
+                    f"{verdict_line(metrics, ident=id_cell)} |")
+    return rows
+
+
+def headline_figure(run: Run, declared: dict) -> tuple[Path, str] | None:
+    """Return (file, caption) of the chapter's headline figure on the results page (the one its notebook ``declared``,
+    else its first), or None without figures."""
+    figures = run.figure_files()
+    if not figures:
+        return None
+    stem, caption = declared.get("headline_figure"), declared.get("headline_caption")
+    chosen = next((p for p in figures if p.stem == stem), None)
+    return (chosen, caption) if chosen is not None else (figures[0], "The chapter's first figure.")
+
+
+def table_box(rows: list[str]) -> list[str]:
+    """Return ``rows`` (a markdown table) inside a box that scrolls sideways on a narrow screen."""
+    return ["::::{div} corekit-table-box", "", *rows, "", "::::"]
+
+
+def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str, tuple[str, str]],
+                 tally_image: str | None = None, oracle_dir: Path | None = None, own: Collection[str] = ()) -> str:
+    """Return the MyST markdown of the results page, a reproduction report: the tally (``own``: the chapters that test
+    the book's own hypotheses), one row per chapter, then each chapter's headline figure (``figures``: name ->
+    (staged image, caption)) and claims; ``oracle_dir`` holds the authors' records (results/oracle/)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["# What reproduces", "",
+             f"**{front_tally(runs, own)}** Each row is one chapter's run (its page shows how the run was made); "
+             "the sections below give every claim with the paper's value, ours, the authors' code on the same "
+             f"weights where it was run, the target and the verdict. Generated from the metrics files ({stamp}).",
+             ""]
+    if tally_image:
+        lines += [f":::{{figure}} {tally_image}", ":alt: claims per chapter", ":width: 100%", "",
+                  "Claims per chapter by verdict: pass (green), uninformative (its null passes too; ochre), fail "
+                  "(red), undecided at this profile (blue), reported without a test (grey).", ":::", ""]
+    lines += table_box(overview_table(runs)) + [""]
+    for name, run in runs.items():
+        metrics = run.metrics
+        profile = metrics.get("profile", "?")
+        label = f"ours ({profile})" if run.published else f"{profile} run (not published)"
+        env = metrics.get("environment") or {}
+        lines += [f"## {title(run)}", "", f"{{doc}}`Chapter {name[:2]} <../notebooks/{name}>`: "
+                  f"{verdict_line(metrics)}. Its run: {profile} profile on {env.get('device') or 'a device not recorded'}"
+                  f" ({env.get('threads') or '?'} threads), {duration(metrics.get('runtime_s'))}.", ""]
+        if name in figures:
+            image, caption = figures[name]
+            lines += [f":::{{figure}} {image}", f":alt: {name} headline figure", ":width: 100%", "", caption, ":::",
+                      ""]
+        record = oracle_claims(run, oracle_dir)
+        lines += table_box(claims_table(metrics, label, quick.get(name) if run.published else None, record))
+        stale = record and oracle_staleness(run, oracle_record(run, oracle_dir))
+        if stale:
+            lines += ["", f"The authors' column of claims the run does not carry itself comes from "
+                      f"`results/oracle/{name[:2]}.json`, which is **stale** ({stale}): its values, marked (stale), "
+                      f"are of other weights than this run's; rerun its script on this run's exported checkpoints."]
+        elif record:
+            lines += ["", f"The authors' column of claims the run does not carry itself comes from "
+                      f"`results/oracle/{name[:2]}.json`: the authors' own code on this run's weights."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dict]) -> None:
+    """Open each staged chapter with its run record, write the results page (if ``_toc.yml`` lists it) and set the
+    front page's tally (the ``claims_tally`` substitution)."""
+    for name, run in runs.items():
+        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
+    own = own_hypotheses(root, runs)
+    set_substitutions(stage, {"claims_tally": front_tally(runs, own)} | claim_substitutions(runs, root))
+    if RESULTS_PAGE not in toc_files(root):
+        return
+    gallery_dir = stage / "book" / "gallery"
+    gallery_dir.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    for name, run in runs.items():
+        chosen = headline_figure(run, Notebook(root, name).declared)
+        if chosen:
+            shutil.copy2(chosen[0], gallery_dir / f"{name}{chosen[0].suffix}")
+            figures[name] = (f"gallery/{name}{chosen[0].suffix}", chosen[1])
+    tally_image = tally_figure(runs, gallery_dir / "tally.png") if runs else None
+    (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, figures, tally_image and "gallery/tally.png",
+                                                           root / "results" / "oracle", own))
+
+
+def set_substitutions(stage: Path, texts: dict[str, str]) -> None:
+    """Set the MyST substitutions {key: text} in the staged ``_config.yml``."""
+    import yaml
+
+    config_path = stage / "_config.yml"
+    config = yaml.safe_load(config_path.read_text())
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx.setdefault("myst_substitutions", {}).update(texts)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+
+
+def substitution_key(name: str, claim_id: str) -> str:
+    """Return the MyST substitution key of a chapter's claim: ``claim_NN_id`` (NN the chapter's number, the id with
+    every character that is not a letter, digit or underscore as an underscore)."""
+    return f"claim_{name[:2]}_" + re.sub(r"\W", "_", claim_id)
+
+
+def measured_markdown(claim: dict) -> str:
+    """Return a claim's measured value for prose: a table when it is a dict of same-keyed dicts (rows × columns) or
+    of numbers (name, value), else the value inline with its verdict in brackets when it is tested."""
+    value = claim.get("measured")
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        columns = list(next(iter(value.values())))
+        if all(list(v) == columns for v in value.values()):
+            rows = ["| | " + " | ".join(cell(c) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+            rows += ["| " + cell(k) + " | " + " | ".join(cell(v[c]) for c in columns) + " |" for k, v in value.items()]
+            return "\n".join(rows)
+    if isinstance(value, dict) and value and all(isinstance(v, (int, float)) for v in value.values()):
+        return "\n".join(["| | value |", "|---|---:|"] + [f"| {cell(k)} | {cell(v)} |" for k, v in value.items()])
+    verdict = verdict_of(claim)
+    verdict = "" if verdict == "reported" else f" ({VERDICT_STYLE[verdict][0]})"
+    return cell(value, None) + verdict
+
+
+def declared_claim_ids(py: Path) -> list[str]:
+    """Return the claim ids a notebook source records (``claims.check`` / ``claims.report``): a literal id, or an
+    f-string id inside ``for`` loops over literal tuples, expanded once per iteration."""
+    import ast
+    import itertools
+
+    def bindings(target: ast.expr, value) -> dict | None:
+        if isinstance(target, ast.Name):
+            return {target.id: value}
+        if isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
+            bound = [bindings(t, v) for t, v in zip(target.elts, value)]
+            return None if None in bound else {k: v for b in bound for k, v in b.items()}
+        return None
+
+    def render(node: ast.expr, scope: dict) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    parts.append(str(part.value))
+                elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                      and part.value.id in scope and part.format_spec is None and part.conversion == -1):
+                    parts.append(str(scope[part.value.id]))
+                else:
+                    return None
+            return "".join(parts)
+        return None
+
+    def scopes(node: ast.AST, scope: dict):
+        if isinstance(node, ast.For):
+            try:
+                values = ast.literal_eval(node.iter)
+            except ValueError:
+                values = None
+            if isinstance(values, (tuple, list)):
+                for value in values:
+                    bound = bindings(node.target, value)
+                    if bound is not None:
+                        for child in itertools.chain(node.body, node.orelse):
+                            yield from scopes(child, scope | bound)
+                return
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("check", "report") and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "claims" and node.args):
+            yield render(node.args[0], scope)
+        for child in ast.iter_child_nodes(node):
+            yield from scopes(child, scope)
+
+    return list(dict.fromkeys(i for i in scopes(ast.parse(py.read_text()), {}) if i is not None))
+
+
+#: What a prose page shows for a claim the notebook records now but the shown (stale) run predates.
+NOT_IN_STALE_RUN = "*not measured by the run shown, which predates this claim (the chapter awaits republishing)*"
+
+
+def claim_substitutions(runs: dict[str, Run], root: Path | None = None) -> dict[str, str]:
+    """Return {``claim_NN_id``: its measured value} for every claim of every shown run, so that a prose page quotes
+    the run's own numbers (``{{ claim_08_cost_seconds }}``) and a renamed claim fails the build instead of going stale.
+    Given the book's ``root``, a run older than its sources also gets :data:`NOT_IN_STALE_RUN` for each claim id its
+    notebook records now and the run lacks (a current run lacking one still fails the build)."""
+    texts = {substitution_key(name, c["id"]): measured_markdown(c)
+             for name, run in runs.items() for c in run.metrics.get("claims", [])}
+    for name, run in runs.items() if root is not None else ():
+        nb = Notebook(root, name)
+        if nb.py.is_file() and stale_reason(nb, run.metrics):
+            for claim_id in declared_claim_ids(nb.py):
+                texts.setdefault(substitution_key(name, claim_id), NOT_IN_STALE_RUN)
+    return texts
+
+
+def quick_metrics(executed_dir: Path, names: list[str]) -> dict[str, dict]:
+    """Return the quick-profile metrics present in ``executed_dir``, by notebook name."""
+    found = {}
+    for name in names:
+        run = executed_run(executed_dir, name)
+        if run.metrics_path.is_file():
+            found[name] = run.metrics
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Building the published edition
+
+
+def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[str, Run]:
+    """Return the run each chapter shows: its published run, else (with ``fallback``) an executed quick run."""
+    runs, missing = {}, []
+    for name in names:
+        run = published_run(root, name)
+        if not run.exists() and fallback is not None:
+            run = executed_run(fallback, name)
+        if run.exists():
+            runs[name] = run
+        else:
+            missing.append(name)
+    dirty = [name for name, run in runs.items() if run.published and (run.metrics.get("environment") or {}).get("dirty")
+             and not sources_match_commit(root, name, run.metrics)]
+    if dirty:
+        raise CorekitError(f"the published run of {', '.join(dirty)} was made from a tree whose uncommitted changes "
+                               f"touched its sources: re-run it from a clean commit (`corekit run NAME --profile P --publish`)")
+    if missing:
+        how = " or pass --fallback-quick to show their executed quick runs" if fallback is None else \
+            f" (no executed quick run in {fallback} either: corekit run NAME --out {fallback})"
+        raise CorekitError(f"no published run of {', '.join(missing)} in {root / RESULTS}: publish with "
+                               f"`corekit run NAME --profile cpu|paper --publish`{how}")
+    return runs
+
+
+#: A call that records a claim in a notebook's source: a notebook with one must publish claims.
+CLAIM_CALL = re.compile(r"\bclaims\.(?:add|check|report)\(")
+
+
+def claim_problems(metrics: dict) -> list[str]:
+    """Return what is wrong with the claims of a metrics file: a claim without an id, or with no verdict of the known
+    set (``verdict`` one of :data:`corekit.runs.claims.VERDICTS`, else the older ``pass``: true, false or null)."""
+    problems = []
+    for i, claim in enumerate(metrics["claims"]):
+        if not isinstance(claim, dict) or not isinstance(claim.get("id"), str) or not claim["id"]:
+            problems.append(f"claim {i} has no id")
+        elif "verdict" in claim and claim["verdict"] not in VERDICTS:
+            problems.append(f"claim {claim['id']!r} has the verdict {claim['verdict']!r}, none of {', '.join(VERDICTS)}")
+        elif "verdict" not in claim and not any(claim.get("pass", "") is v for v in (True, False, None)):
+            problems.append(f"claim {claim['id']!r} has no verdict (pass: true, false or null)")
+    return problems
+
+
+def metrics_problems(root: Path, run: Run) -> list[str]:
+    """Return one line per problem of the run's metrics file (and of the profile file it names), naming the file."""
+    try:
+        metrics = run.metrics
+    except CorekitError as err:
+        return [str(err)]
+    missing = [key for key in ("profile", "source_hash", "claims") if key not in metrics]
+    if missing:
+        return [f"{run.metrics_path}: not a metrics file of a run: it lacks {', '.join(missing)}"]
+    problems = [f"{run.metrics_path}: {problem}" for problem in claim_problems(metrics)]
+    py = Notebook(root, run.name).py
+    if not metrics["claims"] and py.is_file() and CLAIM_CALL.search(py.read_text()):
+        problems.append(f"{run.metrics_path}: no claims, but {py.relative_to(root)} records claims; publish the run "
+                        "again")
+    if metrics["profile"] not in PROFILES:
+        problems.append(f"{run.metrics_path}: profile {metrics['profile']!r} is none of {', '.join(PROFILES)}")
+    elif metrics["profile"] != "quick" and Notebook(root, run.name).profile_file(metrics["profile"]).is_file():
+        try:
+            read_profile(Notebook(root, run.name), metrics["profile"])
+        except CorekitError as err:
+            problems.append(str(err))
+    return problems
+
+
+def image_problem(path: Path) -> str | None:
+    """Return why ``path`` is not a decodable image (naming it), or None when it is one."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.verify()                     # the file's structure and checksums
+        with Image.open(path) as image:
+            image.load()                       # every pixel decodes
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        return f"{path}: not a decodable image ({type(err).__name__}: {err})"
+    return None
+
+
+def figure_problems(run: Run) -> list[str]:
+    """Return one line per figure of the run that is missing or not a decodable image."""
+    try:
+        files = run.figure_files()
+        recorded = run.metrics.get("figures") or []
+    except CorekitError as err:
+        return [str(err)]
+    missing = [f"{run.figures / name}: recorded in {run.metrics_path.name} but missing" for name in recorded
+               if not (run.figures / name).is_file()]
+    return missing + [problem for path in files if (problem := image_problem(path))]
+
+
+def notebook_problem(path: Path) -> str | None:
+    """Return why ``path`` is not a valid notebook (naming it), or None when it is one."""
+    import nbformat
+
+    try:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    except (OSError, ValueError, nbformat.ValidationError) as err:
+        first = str(err).splitlines()[0] if str(err) else ""
+        return f"{path}: not a readable notebook ({type(err).__name__}: {first})"
+    return None
+
+
+def check_runs(root: Path, runs: dict[str, Run]) -> None:
+    """Raise :class:`~corekit.runs.errors.Problems`, one line per bad file, unless every run's metrics file is one
+    (with its claims and their verdicts), every figure a decodable image and every notebook valid."""
+    problems = []
+    for run in runs.values():
+        problems += metrics_problems(root, run) + figure_problems(run)
+        problems += [problem] if (problem := notebook_problem(run.ipynb)) else []
+    if problems:
+        raise Problems(problems)
+
+
+def build_published(root: Path, out: Path, executed_dir: Path, fallback: bool) -> Path:
+    """Return the HTML folder of the book built from ``results/`` alone (nothing is executed), once every run it shows
+    has passed :func:`check_runs`."""
+    names = toc_notebooks(root)
+    runs = published_runs(root, names, executed_dir if fallback else None)
+    check_runs(root, runs)
+    stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+    decorate(root, stage, runs, quick_metrics(executed_dir, names))
+    return build_html(stage, out)
+

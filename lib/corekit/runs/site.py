@@ -1,0 +1,99 @@
+"""Staging executed notebooks into a Jupyter Book source folder, and building its static HTML."""
+from __future__ import annotations
+
+import copy
+import fnmatch
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from corekit.runs.errors import CorekitError, ExecutionFailed
+from corekit.runs.portable import portable_notebook
+
+REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line overwrote
+DANGLING_CR = re.compile(r"\r+(?=\n|$)")
+#: An environment's warning, not the run's: tqdm.auto (imported by transformers) finds no Jupyter widgets.
+TQDM_WIDGETS_WARNING = re.compile(r"^.*TqdmWarning: IProgress not found\..*\n(?:[ \t]+from \.autonotebook .*\n)?", re.M)
+
+
+def staged_config(config: dict) -> dict:
+    """Return the root ``_config.yml`` for building from executed notebooks: no execution, no .py."""
+    config = copy.deepcopy(config)
+    config.setdefault("execute", {})["execute_notebooks"] = "off"
+    config["exclude_patterns"] = [p for p in config.get("exclude_patterns", [])
+                                  if not fnmatch.fnmatch("notebooks/00_any.ipynb", p)]
+    ((config.get("sphinx") or {}).get("config") or {}).pop("nb_custom_formats", None)
+    has_url = bool((config.get("repository") or {}).get("url"))   # the buttons need the repository's URL
+    html = config.setdefault("html", {})
+    html["use_repository_button"] = html["use_issues_button"] = has_url
+    return config
+
+
+def tidy_streams(outputs: list) -> list:
+    """Return cell outputs with consecutive streams merged, progress-bar redraws (\\r) collapsed and tqdm's
+    missing-widgets warning dropped."""
+    tidy: list = []
+    for output in outputs:
+        previous = tidy[-1] if tidy else {}
+        same_stream = output.get("output_type") == "stream" == previous.get("output_type")
+        if same_stream and output["name"] == previous["name"]:
+            previous["text"] += output["text"]
+        else:
+            tidy.append(copy.deepcopy(output))
+    for output in tidy:
+        if output.get("output_type") == "stream":
+            output["text"] = TQDM_WIDGETS_WARNING.sub("", DANGLING_CR.sub("", REDRAWN.sub("", output["text"])))
+    return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
+
+
+def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
+    """Copy an executed notebook into the book, showing each progress bar once, in its final state, and no path of
+    the machine that ran it (:func:`corekit.runs.portable.portable_notebook`)."""
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = tidy_streams(cell.outputs)
+    portable_notebook(notebook, root)
+    nbformat.write(notebook, staged)
+
+
+def stage_book(root: Path, notebooks: dict[str, Path], stage: Path) -> Path:
+    """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks (name -> .ipynb)."""
+    if stage.exists():
+        shutil.rmtree(stage)
+    (stage / "notebooks").mkdir(parents=True)
+    shutil.copy2(root / "_toc.yml", stage / "_toc.yml")
+    if (root / "book").is_dir():
+        shutil.copytree(root / "book", stage / "book")
+    if (root / "lib").is_dir():  # method pages include library code (literalinclude ../lib/corekit/…)
+        shutil.copytree(root / "lib", stage / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name, executed in notebooks.items():
+        stage_notebook(executed, stage / "notebooks" / f"{name}.ipynb", root)
+    config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
+    (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    return stage
+
+
+def jupyter_book_command() -> str:
+    """Return the ``jupyter-book`` executable beside this Python, else the one on PATH."""
+    found = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    if not found:
+        raise CorekitError("jupyter-book is not installed; pip install -e '.[book]'")
+    return found
+
+
+def build_html(stage: Path, out: Path) -> Path:
+    """Return the HTML folder that ``jupyter-book build`` wrote for ``stage``; warnings are errors."""
+    command = [jupyter_book_command(), "build", str(stage), "--path-output", str(out),
+               "-W", "-n", "--keep-going", "--all"]
+    print("$ " + " ".join(command), flush=True)
+    code = subprocess.run(command).returncode
+    if code:
+        raise ExecutionFailed(f"jupyter-book build failed with exit status {code} (warnings are errors: -W)")
+    return out / "_build" / "html"

@@ -1,0 +1,260 @@
+"""Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, checkpoints, local vs Ray execution."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from corekit.chapters.grokking_scaling_law import (
+    EvaluateNearCrossings,
+    RunResult,
+    RunSpec,
+    StopAfterGrokking,
+    SweepSettings,
+    grid,
+    grokking_times,
+    point_taus,
+    run_sweep,
+    shard_problem,
+    shards,
+)
+from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.tasks.modular import modular_addition
+from corekit.train import Dataset, History, train_ensemble
+
+TINY = SweepSettings(TransformerConfig(vocab=1, n_ctx=1, d_model=16, n_heads=2, d_mlp=32, norm="pre"), lr=1e-2,
+                     max_steps=200, margin=20, eval_every=10)
+
+
+def test_grid_checks_its_values():
+    specs = grid([5, 7], [0.5, 1], [0, 1])
+    assert len(specs) == 8 and specs[0] == RunSpec(5, 0.5, 0, 0)
+    with pytest.raises(ValueError, match="p must be prime"):
+        grid([9], [1.0], [0])
+    with pytest.raises(ValueError, match="weight_decays must be positive"):
+        grid([5], [0.0], [0])
+    with pytest.raises(ValueError, match="non-empty"):
+        grid([], [1.0], [0])
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        SweepSettings(max_steps=0)
+
+
+def test_shards_group_by_modulus_and_batch_size():
+    specs = grid([5, 7], [0.5, 1.0], [0, 1, 2]) + grid([7], [1.0], [0], batch_size=16)
+    parts = shards(specs)
+    assert [(s[0].p, s[0].batch_size, len(s)) for s in parts] == [(5, 0, 6), (7, 0, 6), (7, 16, 1)]
+    assert [len(s) for s in shards(specs, max_models=4)] == [4, 2, 4, 2, 1]
+
+
+def _history(train, test, steps):
+    h = History(steps=list(steps))
+    h.train_acc = [list(r) for r in np.array(train).T]
+    h.test_acc = [list(r) for r in np.array(test).T]
+    return h
+
+
+def test_grokking_times_and_stop_rule():
+    steps = [0, 10, 20, 30, 40]
+    h = _history(train=[[0.1, 0.995, 1, 1, 1], [0.2, 0.5, 0.99, 1, 1]],
+                 test=[[0.0, 0.1, 0.2, 0.99, 1.0], [0.0, 0.0, 0.1, 0.2, 0.3]], steps=steps)
+    t_train, t_test = grokking_times(h, 0.99)
+    assert t_train == [10.0, 20.0] and t_test == [30.0, None]
+    assert not StopAfterGrokking(0.99, 10)(h)                   # model 1 has not grokked
+    h2 = _history(train=[[1] * 5, [1] * 5], test=[[0, 0, 0.99, 1, 1], [0, 0.99, 1, 1, 1]], steps=steps)
+    assert StopAfterGrokking(0.99, 20)(h2) and not StopAfterGrokking(0.99, 30)(h2)
+
+
+def test_train_ensemble_stops_when_asked():
+    model = BatchedTransformer(TransformerConfig(vocab=5, n_ctx=3, d_model=8, n_heads=2, d_mlp=8), [0])
+    data = Dataset(torch.randint(0, 5, (16, 3)), torch.randint(0, 5, (16,)))
+    h = train_ensemble(model, data, data, steps=100, eval_every=10, progress=False,
+                       stop=lambda hist: hist.steps[-1] >= 30)
+    assert h.steps[-1] == 30
+
+
+def _records(results):
+    return [(r.spec, r.t_train, r.t_test, r.tau, r.censored, r.steps, r.test_acc) for r in results]
+
+
+def test_a_run_does_not_depend_on_its_shard():
+    specs = grid([5, 7], [0.5, 2.0], [0, 1])
+    together = run_sweep(specs, TINY, device="cpu", progress=False)
+    apart = run_sweep(specs, TINY, device="cpu", max_models=1, progress=False)
+    assert _records(together) == _records(apart)
+    assert all(r.t_train is not None for r in together)        # the tiny models fit their training pairs
+    for r in together:
+        assert r.censored == (r.tau is None)
+        assert r.tau is None or r.tau == r.t_test - r.t_train
+    taus = point_taus(together, "weight_decay")
+    assert sorted(taus) == [0.5, 2.0]
+
+
+def test_modular_tokens_with_and_without_the_equals_token():
+    task = modular_addition(5, 0.5, seed=0)
+    with_eq, pair = task.tokens(), task.tokens(equals=False)
+    assert with_eq.shape == (25, 3) and pair.shape == (25, 2)
+    assert torch.equal(with_eq[:, :2], pair) and bool((with_eq[:, 2] == 5).all())
+    assert torch.equal((pair[:, 0] + pair[:, 1]) % 5, task.labels)
+
+
+def test_the_authors_model_and_input_format_reach_the_shard():
+    settings = dataclasses.replace(TINY, model=dataclasses.replace(TINY.model, norm="post", dropout=0.1, causal=False,
+                                                                   qkv_bias=True, init="torch"), equals_token=False)
+    model, train, test = shard_problem(grid([5], [1.0], [0, 1]), settings, device="cpu")
+    assert train.x.shape[1] == 2 and model.config.vocab == 5 and model.config.n_ctx == 2
+    assert (model.config.norm, model.config.dropout, model.config.causal, model.config.qkv_bias, model.config.init) \
+        == ("post", 0.1, False, True, "torch")
+    together = run_sweep(grid([5], [0.5, 2.0], [0, 1]), settings, device="cpu", progress=False)
+    apart = run_sweep(grid([5], [0.5, 2.0], [0, 1]), settings, device="cpu", max_models=1, progress=False)
+    assert _records(together) == _records(apart)                # dropout too depends only on each run's seed
+
+
+def test_censored_runs_enter_at_their_lower_bound_only_when_asked():
+    def run(w, seed, t_train, tau):
+        return RunResult(p=5, weight_decay=w, seed=seed, batch_size=0, t_train=t_train, t_test=None if tau is None
+                         else t_train + tau, tau=tau, censored=tau is None, steps_run=400, steps=[], train_acc=[],
+                         test_acc=[])
+    results = [run(1.0, 0, 10.0, 90.0), run(1.0, 1, 30.0, None), run(2.0, 0, None, None)]
+    assert results[1].tau_lower_bound == 370.0 and results[2].tau_lower_bound == 400.0
+    assert results[0].tau_lower_bound == 90.0
+    dropped, bounded = point_taus(results, "weight_decay"), point_taus(results, "weight_decay", censored_as_bound=True)
+    assert dropped[1.0].tolist() == [90.0] and dropped[2.0].tolist() == []
+    assert bounded[1.0].tolist() == [90.0, 370.0] and bounded[2.0].tolist() == [400.0]
+
+
+def test_checkpointed_sweep_resumes_to_the_same_records(tmp_path):
+    specs = grid([5], [1.0], [0, 1])
+    first = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    assert any(tmp_path.rglob("last.pt"))
+    again = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    assert _records(first) == _records(again)
+
+
+def test_ray_shards_merge_to_the_single_process_result(tmp_path, capsys):
+    ray = pytest.importorskip("ray")
+    specs = grid([5, 7], [0.5, 2.0], [0, 1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                                    # Ray workers run one thread each
+    try:
+        local = run_sweep(specs, TINY, device="cpu", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    try:                                                        # a new instance: corekit shipped in runtime_env
+        remote = run_sweep(specs, TINY, executor="ray", max_models=3, checkpoint_dir=str(tmp_path),
+                           checkpoint_every=50)
+        assert ray.get_runtime_context().runtime_env.get("py_modules")
+    finally:
+        ray.shutdown()
+    assert _records(remote) == _records(local)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("shard ")]
+    assert len(lines) == 4 and {line.split(" done")[0] for line in lines} == {f"shard {i}/4" for i in range(1, 5)}
+    assert len(list(tmp_path.rglob("last.pt"))) == 4          # one per split shard, under the absolute folder
+
+
+def test_a_corrupt_checkpoint_is_named_and_its_shard_retrained(tmp_path):
+    specs = grid([5], [1.0], [0, 1])
+    first = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), checkpoint_every=50, progress=False)
+    (ckpt,) = tmp_path.rglob("last.pt")
+    ckpt.write_bytes(ckpt.read_bytes()[:200])                   # truncated, e.g. a full disk
+    with pytest.warns(UserWarning, match=f"checkpoint {ckpt} is unreadable .*training from step 0"):
+        again = run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), checkpoint_every=50,
+                          progress=False)
+    assert _records(again) == _records(first)
+
+
+class _Payload:
+    """A pickle that runs code when loaded without weights_only: it creates a file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_checkpoint_cannot_run_code(tmp_path):
+    specs = grid([5], [1.0], [0])
+    run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    (ckpt,) = tmp_path.rglob("last.pt")
+    marker = tmp_path / "code_ran"
+    torch.save({"key": _Payload(marker)}, ckpt)
+    with pytest.warns(UserWarning, match="is unreadable"):
+        run_sweep(specs, TINY, device="cpu", checkpoint_dir=str(tmp_path), progress=False)
+    assert not marker.exists()
+
+
+def test_a_relative_checkpoint_folder_is_the_callers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_sweep(grid([5], [1.0], [0]), TINY, device="cpu", checkpoint_dir="ckpt", progress=False)
+    assert list((tmp_path / "ckpt").rglob("last.pt"))
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive integer"):
+        run_sweep(grid([5], [1.0], [0]), TINY, checkpoint_every=0)
+    with pytest.raises(ValueError, match="max_models must be a positive integer"):
+        run_sweep(grid([5], [1.0], [0]), TINY, max_models=0)
+
+
+def test_coarse_evaluation_with_refinement_finds_the_per_step_grokking_times():
+    """Evaluated every 10 steps, and at every step from an accuracy of 0.3 to its crossing, each run's t_train, t_test
+    and τ are those of per-step evaluation (p 17, both runs grok), from fewer evaluations."""
+    settings = SweepSettings(TransformerConfig(vocab=1, n_ctx=1, d_model=32, n_heads=4, d_mlp=128, norm="pre"), lr=1e-2,
+                             train_frac=0.8, max_steps=400, margin=20, eval_every=1)
+    specs = grid([17], [2.0], [0, 1])
+    per_step = run_sweep(specs, settings, device="cpu", progress=False)
+    refined = run_sweep(specs, dataclasses.replace(settings, eval_every=10, refine_level=0.3), device="cpu",
+                        progress=False)
+    assert all(r.tau is not None for r in per_step)
+    assert [(r.t_train, r.t_test, r.tau) for r in refined] == [(r.t_train, r.t_test, r.tau) for r in per_step]
+    assert len(refined[0].steps) < len(per_step[0].steps)
+    for dense, coarse in zip(per_step, refined):                 # every evaluation refined made is per-step's
+        at = {s: (a, b) for s, a, b in zip(dense.steps, dense.train_acc, dense.test_acc)}
+        assert all(at[s] == (a, b) for s, a, b in zip(coarse.steps, coarse.train_acc, coarse.test_acc) if s in at)
+    with pytest.raises(ValueError, match="refine_level must be None or in"):
+        dataclasses.replace(settings, refine_level=1.5)
+
+
+def test_a_retraced_window_repeats_the_same_steps_with_minibatches_and_dropout():
+    """dense_eval turning True goes back to the previous evaluation and retraces: the same batches, dropout masks and
+    optimizer state, so the curves at every step and the final parameters are those of evaluating every step."""
+    cfg = TransformerConfig(vocab=5, n_ctx=3, d_model=8, n_heads=2, d_mlp=16, dropout=0.1)
+    data = Dataset(torch.randint(0, 5, (40, 3), generator=torch.Generator().manual_seed(0)),
+                   torch.randint(0, 5, (40,), generator=torch.Generator().manual_seed(1)))
+    kwargs = dict(steps=60, batch_size=16, drop_last=False, lr=1e-2, progress=False)
+    every = BatchedTransformer(cfg, [0, 1])
+    ref = train_ensemble(every, data, data, eval_every=1, **kwargs)
+    calls = []
+
+    def window(history):                                         # dense over steps 23..31 only
+        calls.append(history.steps[-1])
+        return 23 <= history.steps[-1] <= 31
+
+    coarse = BatchedTransformer(cfg, [0, 1])
+    hist = train_ensemble(coarse, data, data, eval_every=10, dense_eval=window, snapshot_steps=[25], **kwargs)
+    assert hist.steps == [0, 10, 20] + list(range(21, 33)) + [40, 50, 60]
+    assert calls[:5] == [0, 10, 20, 25, 21]                     # dense at 25 (a snapshot): 21.. retraced from 20
+    for name in ("train_loss", "train_acc", "test_loss", "test_acc"):
+        assert getattr(hist, name) == [getattr(ref, name)[s] for s in hist.steps]
+    assert hist.epoch_train_loss == ref.epoch_train_loss and sorted(hist.snapshots) == [25]
+    for a, b in zip(every.parameters(), coarse.parameters()):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="checkpoint_every .* must be a multiple of eval_every"):
+        train_ensemble(coarse, data, steps=1, eval_every=3, checkpoint_every=10, dense_eval=window, progress=False)
+
+
+def test_near_crossing_rule_resolves_a_crossing_only_after_a_step_by_step_evaluation():
+    rule = EvaluateNearCrossings(0.99, 0.5)
+    h = _history(train=[[0.1, 0.4]], test=[[0.0, 0.0]], steps=[0, 10])
+    assert not rule(h)
+    h = _history(train=[[0.1, 0.4, 0.995]], test=[[0.0, 0.0, 0.0]], steps=[0, 10, 20])
+    assert rule(h)                                              # crossed after a gap: retrace
+    h = _history(train=[[0.1, 0.4] + [0.7] * 9 + [0.995]], test=[[0.0] * 12], steps=[0, 10] + list(range(11, 21)))
+    assert not rule(h)                                          # crossed at a step after the step before: resolved
+    h = _history(train=[[0.1, 0.4] + [0.7] * 9 + [0.995], [0.1] * 12], test=[[0.0] * 12, [0.0] * 11 + [0.6]],
+                 steps=[0, 10] + list(range(11, 21)))
+    assert EvaluateNearCrossings(0.99, 0.5)(h)                  # another model's test accuracy is near
+
+
+def test_unknown_executor_is_a_clear_error():
+    with pytest.raises(ValueError, match="executor must be"):
+        run_sweep(grid([5], [1.0], [0]), TINY, executor="slurm")
