@@ -1,6 +1,7 @@
-# Two commands on a fresh machine: `make book` (install + execute every notebook + build the book)
-# and `make test` (`make test-fast`: the library's tests only; `make lint`: ruff). Everything installs
-# into .venv; torch is pinned first so pip keeps the CPU build.
+# On a fresh machine: `make book` (install + build the published edition from results/, executing nothing),
+# `make run` (execute every notebook at PROFILE, quick by default, and build that edition) and `make test`
+# (`make test-fast`: the library's tests only; `make lint`: ruff). Everything installs into .venv; torch is
+# pinned first so pip keeps the CPU build.
 VENV    ?= .venv
 PROFILE ?= quick
 PYTEST_ARGS ?= -q
@@ -8,7 +9,7 @@ PYTHON  := $(VENV)/bin/python
 COREKIT := $(VENV)/bin/corekit
 STAMP   := $(VENV)/.installed
 
-.PHONY: install book lint test test-fast test-portable clean
+.PHONY: install book run lint test test-fast test-portable clean
 
 install: $(STAMP)
 
@@ -20,8 +21,11 @@ $(STAMP): pyproject.toml
 	touch $@
 
 book: install
-	$(COREKIT) run all --profile $(PROFILE)
-	$(COREKIT) book --profile $(PROFILE)
+	$(PYTHON) -m corekit book --published
+
+run: install
+	$(PYTHON) -m corekit run all --profile $(PROFILE)
+	$(PYTHON) -m corekit book --profile $(PROFILE)
 
 lint: install
 	$(PYTHON) -m ruff check .

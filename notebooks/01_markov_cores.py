@@ -4,6 +4,7 @@
 #     headline_caption: 'Eigenvalues of the operator fitted on each model''s core against
 #       the chain''s own (crosses: untrained control).'
 #     headline_figure: operator_eigenvalues
+#     paper: ACE
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:

@@ -4,6 +4,7 @@
 #     headline_caption: Eigenvalues of the shift operator fitted on the core, before,
 #       at and after grokking, under the authors' analysis (top) and corekit's (bottom).
 #     headline_figure: operator_eigenvalues
+#     paper: ACE
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:

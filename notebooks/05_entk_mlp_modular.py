@@ -4,6 +4,7 @@
 #     headline_caption: Leading eNTK eigenvectors of the MLP against the Fourier features
 #       of the inputs and of their sum.
 #     headline_figure: eigenvector_features
+#     paper: eNTK
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:
@@ -66,7 +67,8 @@ import numpy as np
 import torch
 
 from corekit import entk, fourier, subspaces
-from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule, steepest_rise
+from corekit.chapters.entk_mlp_modular import alignment_dynamics, cliff_alignments, initial_cliffs, mlp_spectrum
+from corekit.chapters.entk_mlp_modular import random_block_q99
 from corekit.models import BatchedQuadraticMLP
 from corekit.runs.session import setup
 from corekit.tasks.modular import modular_addition
@@ -117,10 +119,7 @@ plt.show()
 # the top eigenvalue.
 
 # %%
-fm = entk.functional_mlp(model).to(torch.float64)
-per_layer = entk.kernels(fm, X.double(), mode="class_mean")             # {"W_1": (p², p²), "W_2": (p², p²)}
-K = entk.total(per_layer)
-eig = entk.top_eigenpairs(K, n_eig)
+eig = mlp_spectrum(model, X, n_eig)                                     # float64, vectors (p², n_eig)
 edge1, edge2 = entk.cliff_edges(eig.values, n_edges=2, start=1)
 cliff1_size, cliff2_size = edge1 - 1, edge2 - edge1
 constant_overlap = subspaces.alignment(eig.vectors[:, :1], torch.ones(p * p, 1, dtype=torch.float64),
@@ -191,28 +190,16 @@ plt.show()
 # of 200 draws).
 
 # %%
-from corekit import subspaces
-
-Q1 = eig.vectors[:, 1:1 + n_cliff]
-Q2 = eig.vectors[:, 1 + n_cliff:1 + 2 * n_cliff]
-align_ab = subspaces.alignment(Q1, F_ab)
-align_sum = subspaces.alignment(Q2, F_sum)
-align_diff = subspaces.alignment(Q2, F_diff)
+align = cliff_alignments(eig.vectors, n_cliff, F_ab, F_sum, F_diff)
+align_ab, align_sum, align_diff = align["ab"], align["sum"], align["diff"]
 random_level = n_cliff / (p * p)            # expected fraction for a random block of the same size
 print(f"cliff 1 vs a, b features:  {align_ab:.4f}  ({align_ab * n_cliff:.2f} / {n_cliff})")
 print(f"cliff 2 vs a + b features: {align_sum:.4f}  ({align_sum * n_cliff / 2:.2f} / {n_cliff // 2})")
 print(f"cliff 2 vs a − b features: {align_diff:.4f}  ({align_diff * n_cliff / 2:.2f} / {n_cliff // 2})")
 print(f"a random block of {n_cliff} directions would score about {random_level:.3f}")
 
-fm_0 = entk.functional_mlp(model, state=history.snapshots[0]).to(torch.float64)
-eig_0 = entk.top_eigenpairs(entk.total(entk.kernels(fm_0, X.double(), mode="class_mean")), n_eig)
-edge1_0, edge2_0 = entk.cliff_edges(eig_0.values, n_edges=2, start=1)
-Q1_0, Q2_0 = eig_0.vectors[:, 1:1 + n_cliff], eig_0.vectors[:, 1 + n_cliff:1 + 2 * n_cliff]
-init = dict(cliff1_size=edge1_0 - 1, cliff2_size=edge2_0 - edge1_0, ab=subspaces.alignment(Q1_0, F_ab),
-            sum=subspaces.alignment(Q2_0, F_sum), diff=subspaces.alignment(Q2_0, F_diff))
-random_blocks = subspaces.random_orthonormal(p * p, n_cliff, 200, seed=data_seed)     # (200, p², 4⌊p/2⌋)
-random_q99 = {name: float(np.quantile([subspaces.alignment(Q, F) for Q in random_blocks], 0.99))
-              for name, F in (("ab", F_ab), ("sum", F_sum), ("diff", F_diff))}
+init = initial_cliffs(model, history.snapshots[0], X, n_eig, n_cliff, F_ab, F_sum, F_diff)
+random_q99 = random_block_q99(p * p, n_cliff, {"ab": F_ab, "sum": F_sum, "diff": F_diff}, 200, seed=data_seed)
 print(f"at initialisation: detected cliff sizes {init['cliff1_size']}, {init['cliff2_size']}; cliff 1 vs a, b "
       f"{init['ab']:.4f}, cliff 2 vs a + b {init['sum']:.4f}, vs a − b {init['diff']:.4f}")
 print("random blocks, 99th percentile: " + ", ".join(f"{k} {v:.4f}" for k, v in random_q99.items()))
@@ -235,21 +222,10 @@ print("random blocks, 99th percentile: " + ", ".join(f"{k} {v:.4f}" for k, v in 
 
 # %%
 F_sd = fourier.fourier_basis(p, "sum_diff")
-t_grok, _ = steepest_rise(history.steps, test_acc)
-t_95 = first_step_reaching(history.steps, test_acc, 0.95)
-snap_epochs = np.asarray(snapshot_schedule(history.steps, n_log_snapshots, (0.5 * t_grok, 1.5 * t_grok),
-                                           n_dense_snapshots))
-snap_ab, snap_sd = [], []
-for epoch in snap_epochs:
-    fm_t = entk.functional_mlp(model, state=history.snapshots[int(epoch)]).to(torch.float32, dev)
-    K_t = entk.total(entk.kernels(fm_t, X.float(), mode="class_mean"))
-    V_t = entk.top_eigenpairs(K_t, 2 * n_cliff + 1).vectors
-    snap_ab.append(subspaces.alignment(V_t[:, 1:1 + n_cliff], F_ab))
-    snap_sd.append(subspaces.alignment(V_t[:, 1 + n_cliff:1 + 2 * n_cliff], F_sd))
-snap_ab, snap_sd = np.asarray(snap_ab), np.asarray(snap_sd)
-t_peak, _ = steepest_rise(snap_epochs, snap_sd)
-t_peak_ab, _ = steepest_rise(snap_epochs, snap_ab)          # the same timing for cliff 1, aligned from the start
-spacing = grid_spacing(snap_epochs, t_peak)
+dyn = alignment_dynamics(model, history, test_acc, X, n_cliff, F_ab, F_sd, n_log_snapshots, n_dense_snapshots, dev)
+snap_epochs, snap_ab, snap_sd = dyn.epochs, dyn.ab, dyn.sd
+t_grok, t_95, t_peak, spacing = dyn.t_grok, dyn.t_95, dyn.t_peak, dyn.spacing
+t_peak_ab = dyn.t_peak_ab                                   # the same timing for cliff 1, aligned from the start
 reach = "never" if t_95 is None else f"epoch {t_95:.0f}"
 print(f"{len(snap_epochs)} snapshots; test accuracy rises fastest at epoch {t_grok:.0f} (first ≥ 0.95: {reach}); "
       f"cliff-2 alignment rises fastest at epoch {t_peak:.0f} (snapshot spacing there {spacing:.0f}); "

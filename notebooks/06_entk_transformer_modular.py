@@ -4,6 +4,7 @@
 #     headline_caption: Per-layer eNTK eigenvector blocks of the transformer against
 #       the Fourier feature families.
 #     headline_figure: eigenvector_features
+#     paper: eNTK
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:

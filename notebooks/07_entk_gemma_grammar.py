@@ -4,6 +4,7 @@
 #     headline_caption: How well each leading eNTK eigenvector separates each word class,
 #       against the null.
 #     headline_figure: auroc_by_label
+#     paper: eNTK
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:
@@ -84,7 +85,7 @@ import numpy as np
 
 from corekit import lm as language_models
 from corekit.chapters.entk_gemma_grammar import compare, dense_check, pca_by_layer, probe_labels, spectra, stream_of
-from corekit.probes import evaluate_splits
+from corekit.chapters.entk_gemma_grammar import label_table, layer_sweep, random_null, run_summary
 from corekit.runs.session import setup
 from corekit.tasks import grammar
 
@@ -235,18 +236,9 @@ for l, r in results.items():
           f"{r.pca_morph.auroc().mean():.3f} (held out, mean of {split_seeds} splits)")
 
 # %% tags=["hide-output"]
-def label_table(e, p, d):
-    """Print one row per label: mean test AUROC and AP of both families and the difference with its interval."""
-    print(f"   {'label':>22s}   eNTK AUROC   PCA AUROC   difference [95 % interval]   eNTK AP   PCA AP")
-    for i, name in enumerate(d.names):
-        print(f"   {name:>22s}      {e.auroc()[:, i].mean():.3f}       {p.auroc()[:, i].mean():.3f}     "
-              f"{d.diff[i]:+.3f} [{d.interval[i, 0]:+.3f}, {d.interval[i, 1]:+.3f}]      "
-              f"{e.ap()[:, i].mean():.3f}     {p.ap()[:, i].mean():.3f}")
-
-
 print(f"{head_spec.module}, held out, mean of {split_seeds} splits:")
-label_table(head.entk_pos, head.pca_pos, head.pos)
-label_table(head.entk_morph, head.pca_morph, head.morph)
+print("\n".join(label_table(head.entk_pos, head.pca_pos, head.pos)))
+print("\n".join(label_table(head.entk_morph, head.pca_morph, head.morph)))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out AUROC of the eNTK eigenvectors and of the PCA directions for each word class (left) and morphological feature (right), mean \u00b1 sd over the splits; 0.5 (dotted) is chance.", "name": "fig-07-auroc"}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6),
@@ -274,16 +266,8 @@ plt.show()
 # shown for reference.
 
 # %%
-def train_macro(probe, scores):
-    """Return the mean training AUROC of the chosen directions over the word classes and the splits."""
-    return float(np.mean([r.train_auroc_macro(scores.numpy(), labels.pos, train)
-                          for r, (train, _) in zip(probe.results, labels.splits)]))
-
-
-pca_sweep = {l: evaluate_splits(pca[l], labels.pos, list(grammar.UPOS_CLASSES), labels.splits) for l in pca}
-entk_train = {l: train_macro(results[l].entk_pos, spec.layers[l].scores) for l in layers}
-pca_train = {l: train_macro(pca_sweep[l], pca[l]) for l in pca}
-best_layer, best_pca = max(entk_train, key=entk_train.get), max(pca_train, key=pca_train.get)
+sweep = layer_sweep(results, spec, pca, labels, layers)
+pca_sweep, best_layer, best_pca = sweep.pca, sweep.best_entk, sweep.best_pca
 print(f"best eNTK layer (train): model.layers.{best_layer}; test POS macro AUROC eNTK "
       f"{results[best_layer].entk_pos.auroc().mean():.3f} / PCA there {results[best_layer].pca_pos.auroc().mean():.3f}")
 print(f"best PCA layer (train): model.layers.{best_pca}; test POS macro AUROC {pca_sweep[best_pca].auroc().mean():.3f}")
@@ -332,25 +316,12 @@ plt.show()
 # family's macro AUROC gets its own interval from the same resamples of the contexts.
 
 # %%
-from corekit.chapters.entk_gemma_grammar import random_by_layer
-from corekit.probes import bootstrap_macro
 from corekit.runs.claims import Null, at_least, at_most, interval_above, interval_contains
 
-random_family = random_by_layer(sel, top_k, data_seed)
-null_results = {l: compare(random_family[l], pca[l], labels) for l in layers}
+null = random_null(sel, pca, labels, layers, top_k, data_seed, head, layer)
+null_results, levels = null.results, null.levels
 rand = null_results[layer]                       # its entk_* fields hold the random family
-label_rows = {"pos": labels.pos, "morph": labels.morph_matrix}
 nan_interval = (float("nan"), float("nan"))
-
-
-def macro_level(probe, kind):
-    """Return (test macro AUROC, its 95 % interval over the bootstrap's resamples of the contexts); NaN without labels."""
-    return bootstrap_macro(probe, label_rows[kind], labels.weights) if probe.names else (float("nan"), nan_interval)
-
-
-levels = {(family, kind): macro_level(getattr(r, f"{side}_{kind}"), kind)
-          for family, r, side in (("entk", head, "entk"), ("pca", head, "pca"), ("random", rand, "entk"))
-          for kind in ("pos", "morph")}
 for (family, kind), (point, (lo, hi)) in levels.items():
     print(f"{family:>6s} {kind:5s} macro AUROC {point:.3f} [{lo:.3f}, {hi:.3f}]")
 print(f"random − PCA: POS {rand.pos.macro:+.3f} [{rand.pos.macro_interval[0]:+.3f}, {rand.pos.macro_interval[1]:+.3f}], "
@@ -469,22 +440,4 @@ claims.table()
 # table has PCA ahead on PRON (.723 against .703), so its "every class" is 7 of 8 in its own numbers.
 
 # %%
-behind = [c for c, e, p in zip(grammar.UPOS_CLASSES, pos_e, pos_p) if e <= p]
-morph_behind = [n for n, e, p in zip(labels.morph.names, morph_e, morph_p) if e <= p]
-print(f"On {setting}, the 25 eNTK eigenvectors (converged: max relative residual {lanczos_max_residual:.1e} after "
-      f"{head_spec.pairs.n_matvecs} products) separate the 8 word classes with macro AUROC {pos_e.mean():.3f} against "
-      f"PCA's {pos_p.mean():.3f} (paper .827 / .745): a difference of {head.pos.macro:+.3f}, 95 % interval "
-      f"[{head.pos.macro_interval[0]:+.3f}, {head.pos.macro_interval[1]:+.3f}], which "
-      f"{'excludes' if head.pos.macro_interval[0] > 0 else 'does not exclude'} zero.")
-print(f"eNTK is ahead on {pos_wins} of 8 classes" + (f"; PCA is level or ahead on {', '.join(behind)}" if behind else "")
-      + f"; the per-class interval lies above zero on {int((head.pos.interval[:, 0] > 0).sum())} of the 8 classes.")
-if n_morph:
-    print(f"Morphology ({n_morph} label(s) of the predicted word pass support ≥ {min_support} and the purity/coverage "
-          f"filter): eNTK {morph_e.mean():.3f} against PCA {morph_p.mean():.3f} (paper .783 / .743), difference "
-          f"{head.morph.macro:+.3f} [{head.morph.macro_interval[0]:+.3f}, {head.morph.macro_interval[1]:+.3f}]; "
-          f"eNTK ahead on {morph_wins} of {n_morph}" + (f" (not on {', '.join(morph_behind)})" if morph_behind else "")
-          + ".")
-else:
-    print(f"No morphology label passes support ≥ {min_support} and the purity/coverage filter at N = {N}.")
-if short:
-    print(f"The corpus ran short for {', '.join(f'{c} ({k} of {n_per_class})' for c, k in short.items())}.")
+print("\n".join(run_summary(setting, head_spec, head, labels, min_support, N, short, n_per_class)))

@@ -292,6 +292,9 @@ def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tm
     assert mixed.startswith("2 of 4 tested claims reproduce on the published runs (1 fail, 0 uninformative, "
                             "1 undecided; 0 more figures")
     assert mixed.endswith("Apart from them, chapter 08 tests hypotheses of this book, not of a paper: 1 of 3 hold.")
+    split = front_tally({"01_all": runs["01_all"], "03_none": runs["03_none"], "08_two_lenses": own}, {"08_two_lenses"},
+                        {"01_all": "ACE", "03_none": "eNTK"})
+    assert "By paper: ACE (chapters 01): 2 of 2; eNTK (chapters 03): 0 of 2." in split
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
     assert [r.split(" | ")[4] for r in rows] == ["2 pass", "1 pass, 1 uninformative, 1 fail, 1 reported",
                                                  "1 fail, 1 undecided"]

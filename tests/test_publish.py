@@ -404,6 +404,7 @@ def test_each_chapter_declares_its_headline_figure_and_whether_it_tests_a_paper(
         if run.exists():
             assert declared["headline_figure"] in {p.stem for p in run.figure_files()}, name
     assert publish.own_hypotheses(REPO, names) == {"08_two_lenses"}
+    assert publish.papers_of(REPO, names) == {n: "ACE" if n < "05" else "eNTK" for n in names if n != "08_two_lenses"}
 
 
 def test_a_header_without_corekit_metadata_declares_nothing(tmp_path):

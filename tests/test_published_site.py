@@ -50,7 +50,7 @@ def test_every_chapter_is_built(site):
 def test_results_page_counts_are_the_metrics_files(site):
     text = text_of(site / "book" / "results.html")
     runs = {n: publish.published_run(REPO, n) for n in notebooks.toc_notebooks(REPO)}
-    tally = publish.front_tally(runs, publish.own_hypotheses(REPO, runs))
+    tally = publish.front_tally(runs, publish.own_hypotheses(REPO, runs), publish.papers_of(REPO, runs))
     assert tally in text
     for name, run in runs.items():
         counts = publish.tally(run.metrics)

@@ -1,4 +1,4 @@
-"""Fourier features over Z_p, key frequencies of a trained model, and subspace alignment.
+"""Fourier features over Z_p and the key frequencies of a trained model.
 
 Inputs of the modular-addition task are all p² pairs (a, b) in the order of
 :func:`corekit.tasks.modular.modular_addition`: row ``a * p + b``. With ω_k = 2πk/p, a feature block
@@ -18,7 +18,7 @@ kind        columns (per frequency k)                              width
 
 The alignment of an eigenvector block Q (N, d) with a feature block F (N, m) is the authors' score
 ‖QᵀF‖²_F after orthonormalising both (F centred first); it lies in [0, min(d, m)] and
-:func:`alignment` reports it as a fraction of min(d, m). Random d-dimensional Q give ≈ d·m/N.
+:func:`corekit.subspaces.alignment` reports it as a fraction of min(d, m). Random d-dimensional Q give ≈ d·m/N.
 """
 from __future__ import annotations
 

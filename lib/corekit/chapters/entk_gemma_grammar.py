@@ -8,12 +8,15 @@ for each layer, the top eigenpairs of the residual-stream operator (:class:`~cor
 one shared forward pass) by block Lanczos run until every scored pair has converged, with per-context
 eigenvector scores; :func:`pca_by_layer` gives the baseline's scores at every block; :func:`dense_check`
 compares Lanczos with a dense ``eigh`` on a few short contexts; :func:`compare` runs the probe protocol
-(:mod:`corekit.probes`) on both families with a paired bootstrap over contexts.
+(:mod:`corekit.probes`) on both families with a paired bootstrap over contexts; :func:`layer_sweep` chooses the eNTK
+and PCA layers on the training halves; :func:`random_null` scores random directions by the same protocol (the claims'
+null); :func:`label_table` and :func:`run_summary` write the per-label table and the closing summary.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -24,6 +27,7 @@ from corekit.lm import LM
 from corekit.probes import (
     PairedDifference,
     SplitProbes,
+    bootstrap_macro,
     bootstrap_weights,
     evaluate_splits,
     paired_bootstrap,
@@ -160,7 +164,7 @@ class DenseCheck:
 
     @property
     def rel_error(self) -> np.ndarray:
-        """Return |λ_Lanczos − λ_dense| / λ_dense (k,)."""
+        """Return abs(λ_Lanczos − λ_dense) / λ_dense (k,)."""
         return ((self.lanczos.values.cpu() - self.dense.values.cpu()).abs() / self.dense.values.cpu()).numpy()
 
 
@@ -205,3 +209,110 @@ def compare(entk_scores: Tensor, pca: Tensor, labels: ProbeLabels, level: float 
     ep, pp, dp = run(labels.pos, list(UPOS_CLASSES))
     em, pm, dm = run(labels.morph_matrix, labels.morph.names)
     return Comparison(ep, pp, em, pm, dp, dm, paired_bootstrap(ep, pp, labels.pos, labels.weights, level, metric="ap"))
+
+
+def label_table(e: SplitProbes, p: SplitProbes, d: PairedDifference) -> list[str]:
+    """Return the lines of a table with one row per label: mean test AUROC and AP of both families and the difference
+    with its interval (after a header line)."""
+    lines = [f"   {'label':>22s}   eNTK AUROC   PCA AUROC   difference [95 % interval]   eNTK AP   PCA AP"]
+    for i, name in enumerate(d.names):
+        lines.append(f"   {name:>22s}      {e.auroc()[:, i].mean():.3f}       {p.auroc()[:, i].mean():.3f}     "
+                     f"{d.diff[i]:+.3f} [{d.interval[i, 0]:+.3f}, {d.interval[i, 1]:+.3f}]      "
+                     f"{e.ap()[:, i].mean():.3f}     {p.ap()[:, i].mean():.3f}")
+    return lines
+
+
+def train_macro(probe: SplitProbes, scores: Tensor, labels: ProbeLabels) -> float:
+    """Return the mean training AUROC of the chosen directions of ``probe`` (on ``scores`` (k, N)) over the word classes
+    and the splits."""
+    return float(np.mean([r.train_auroc_macro(scores.numpy(), labels.pos, train)
+                          for r, (train, _) in zip(probe.results, labels.splits)]))
+
+
+@dataclass
+class LayerSweep:
+    """The word-class probes of PCA at every block, the mean training AUROC (:func:`train_macro`) of the eNTK at each
+    swept layer and of PCA at every block, and the layer each family chooses on the training halves."""
+
+    pca: dict[int, SplitProbes]
+    entk_train: dict[int, float]
+    pca_train: dict[int, float]
+    best_entk: int
+    best_pca: int
+
+
+def layer_sweep(results: dict[int, Comparison], spec: Spectra, pca: dict[int, Tensor], labels: ProbeLabels,
+                layers: list[int]) -> LayerSweep:
+    """Return the layer sweep: PCA probed on the word classes at every block of ``pca`` (scores (k, N) each), the eNTK
+    read from ``results`` at ``layers``, and each family's best layer by mean training AUROC (the first on ties)."""
+    pca_sweep = {l: evaluate_splits(pca[l], labels.pos, list(UPOS_CLASSES), labels.splits) for l in pca}
+    entk_train = {l: train_macro(results[l].entk_pos, spec.layers[l].scores, labels) for l in layers}
+    pca_train = {l: train_macro(pca_sweep[l], pca[l], labels) for l in pca}
+    return LayerSweep(pca_sweep, entk_train, pca_train, max(entk_train, key=entk_train.get),
+                      max(pca_train, key=pca_train.get))
+
+
+def macro_level(probe: SplitProbes, Y: np.ndarray, weights: np.ndarray) -> tuple[float, tuple[float, float]]:
+    """Return (test macro AUROC, its 95 % interval over the bootstrap's resamples ``weights`` (B, N) of the contexts) of
+    ``probe`` on labels ``Y`` (L, N); NaN without labels."""
+    return bootstrap_macro(probe, Y, weights) if probe.names else (float("nan"), (float("nan"), float("nan")))
+
+
+@dataclass
+class RandomNull:
+    """Random unit directions of each block's output probed in place of the eNTK eigenvectors: per swept layer their
+    :class:`Comparison` with PCA (its ``entk_*`` fields hold the random family), and {(family, kind): (macro AUROC,
+    interval)} at the headline layer for family "entk", "pca", "random" and kind "pos", "morph"."""
+
+    results: dict[int, Comparison]
+    levels: dict[tuple[str, str], tuple[float, tuple[float, float]]]
+
+
+def random_null(sel: Selection, pca: dict[int, Tensor], labels: ProbeLabels, layers: list[int], k: int, seed: int,
+                head: Comparison, layer: int) -> RandomNull:
+    """Return the random-direction null: ``k`` seeded random directions (:func:`random_by_layer`) against PCA at every
+    layer of ``layers``, and each family's macro AUROC with its bootstrap interval at ``layer`` (``head``: the eNTK's)."""
+    family = random_by_layer(sel, k, seed)
+    results = {l: compare(family[l], pca[l], labels) for l in layers}
+    rand = results[layer]
+    rows = {"pos": labels.pos, "morph": labels.morph_matrix}
+    levels = {(name, kind): macro_level(getattr(r, f"{side}_{kind}"), rows[kind], labels.weights)
+              for name, r, side in (("entk", head, "entk"), ("pca", head, "pca"), ("random", rand, "entk"))
+              for kind in ("pos", "morph")}
+    return RandomNull(results, levels)
+
+
+def behind(names: Sequence[str], entk: np.ndarray, pca: np.ndarray) -> list[str]:
+    """Return the names of the labels (in order) on which the eNTK's score (L,) is not above PCA's (L,)."""
+    return [n for n, e, p in zip(names, entk, pca) if e <= p]
+
+
+def run_summary(setting: str, head_spec: LayerSpectrum, head: Comparison, labels: ProbeLabels, min_support: int,
+                N: int, short: dict[str, int], n_per_class: int) -> list[str]:
+    """Return the closing summary's sentences: convergence, the word classes' and morphology's eNTK − PCA macro AUROC
+    with intervals, the classes and labels where PCA is level or ahead, and the classes the corpus ran short of."""
+    pos_e, pos_p = head.entk_pos.auroc().mean(0), head.pca_pos.auroc().mean(0)
+    morph_e, morph_p = head.entk_morph.auroc().mean(0), head.pca_morph.auroc().mean(0)
+    pos_wins, morph_wins, n_morph = int((pos_e > pos_p).sum()), int((morph_e > morph_p).sum()), len(labels.morph.names)
+    pos_behind = behind(UPOS_CLASSES, pos_e, pos_p)
+    morph_behind = behind(labels.morph.names, morph_e, morph_p)
+    lines = [f"On {setting}, the 25 eNTK eigenvectors (converged: max relative residual "
+             f"{float(head_spec.relative_residuals.max()):.1e} after "
+             f"{head_spec.pairs.n_matvecs} products) separate the 8 word classes with macro AUROC {pos_e.mean():.3f} "
+             f"against PCA's {pos_p.mean():.3f} (paper .827 / .745): a difference of {head.pos.macro:+.3f}, 95 % interval "
+             f"[{head.pos.macro_interval[0]:+.3f}, {head.pos.macro_interval[1]:+.3f}], which "
+             f"{'excludes' if head.pos.macro_interval[0] > 0 else 'does not exclude'} zero.",
+             f"eNTK is ahead on {pos_wins} of 8 classes"
+             + (f"; PCA is level or ahead on {', '.join(pos_behind)}" if pos_behind else "")
+             + f"; the per-class interval lies above zero on {int((head.pos.interval[:, 0] > 0).sum())} of the 8 classes."]
+    if n_morph:
+        lines.append(f"Morphology ({n_morph} label(s) of the predicted word pass support ≥ {min_support} and the "
+                     f"purity/coverage filter): eNTK {morph_e.mean():.3f} against PCA {morph_p.mean():.3f} (paper .783 / "
+                     f".743), difference {head.morph.macro:+.3f} [{head.morph.macro_interval[0]:+.3f}, "
+                     f"{head.morph.macro_interval[1]:+.3f}]; eNTK ahead on {morph_wins} of {n_morph}"
+                     + (f" (not on {', '.join(morph_behind)})" if morph_behind else "") + ".")
+    else:
+        lines.append(f"No morphology label passes support ≥ {min_support} and the purity/coverage filter at N = {N}.")
+    if short:
+        lines.append(f"The corpus ran short for {', '.join(f'{c} ({k} of {n_per_class})' for c, k in short.items())}.")
+    return lines

@@ -66,10 +66,10 @@ def train_authors(p: int, seeds: Sequence[int], epochs: int, *, d_model: int = 6
                   snapshot_every_epochs: int | None = None, device: str | torch.device = "cpu") -> AuthorsRun:
     """Return the models of ``seeds`` trained together by the authors' recipe for ``epochs`` epochs (evaluated every epoch).
 
-    :meth:`TransformerConfig.entk_authors` with the given sizes and ``init``, a batch order with ``log_every_epochs``
-    (whose logging draws from the loader's generator when ``batch_order="loader"``), the loss on the first p outputs,
-    ``drop_last=False``; parameters saved at step 0 and after every logged epoch e with e % ``snapshot_every_epochs``
-    == 0 (None: every logged epoch), under the step (e + 1) · steps_per_epoch.
+    :meth:`corekit.models.TransformerConfig.entk_authors` with the given sizes and ``init``, a batch order with
+    ``log_every_epochs`` (whose logging draws from the loader's generator when ``batch_order="loader"``), the loss on
+    the first p outputs, ``drop_last=False``; parameters saved at step 0 and after every logged epoch e with e %
+    ``snapshot_every_epochs`` == 0 (None: every logged epoch), under the step (e + 1) · steps_per_epoch.
     """
     task = modular_addition(p, train_frac, data_seed, split=split)
     tokens = task.tokens()                                               # (p², 3): a, b, "=" (token p)
@@ -88,7 +88,7 @@ def train_authors(p: int, seeds: Sequence[int], epochs: int, *, d_model: int = 6
 
 
 def log_gap(epoch_loss: np.ndarray, log: Mapping[str, Sequence[float]], through_epoch: int = 60) -> float:
-    """Return the largest |epoch train loss (epochs,) − the authors' logged ``train_loss``| over their logged epochs
+    """Return the largest abs(epoch train loss (epochs,) − the authors' logged ``train_loss``) over their logged epochs
     (``log["epoch"]``) up to ``through_epoch``."""
     ours = np.asarray(epoch_loss)[np.asarray(log["epoch"])]
     early = [j for j, e in enumerate(log["epoch"]) if e <= through_epoch]

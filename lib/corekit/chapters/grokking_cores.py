@@ -61,7 +61,7 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     ``necessary_strict`` and ``sufficient_strict`` (before the floor; = the others for corekit),
     ``fit_rank``, the operator's ``eigs`` (np.ndarray each), ``r2``, ``circle`` (fraction on the unit
     circle), ``modes`` (distinct frequency bins), ``spectrum`` (σ²/σ₀², np.ndarray (D,) each), and
-    ``core`` (the :class:`Core`, its mean zero where the ablations use none) with ``fit_on``
+    ``core`` (the :class:`corekit.ace.Core`, its mean zero where the ablations use none) with ``fit_on``
     ("all" or "test") for controls at the same rank.
     """
     if analysis not in ANALYSES:

@@ -511,7 +511,7 @@ def authors_layer(flip_auroc: np.ndarray) -> int:
 
 
 def largest_difference(auroc: dict[str, np.ndarray], rows: Sequence[dict]) -> float:
-    """Return max |auroc[kind][layer] − row[kind]| over the authors' rows ({"layer": l, kind: AUROC}) and the kinds of
+    """Return max abs(auroc[kind][layer] − row[kind]) over the authors' rows ({"layer": l, kind: AUROC}) and the kinds of
     :data:`ABLATIONS`, ``auroc`` {kind: (L+1,)} this library's at every layer."""
     return max(abs(float(auroc[k][r["layer"]]) - r[k]) for r in rows for k in ABLATIONS)
 
@@ -523,7 +523,7 @@ class AuthorsComparison:
     and at L only with this chapter's (``block_output``), each recipe's layer by the authors' rule (``layers``; ``layer``
     their recipe's) and the held-out AUROCs there (``at_layer``) and at L (``last`` {recipe: {kind: AUROC}}), the
     last-layer core AUROC per recipe, each recipe's held-out coordinates at its layer {recipe: (N,)}, the largest
-    |difference| from their code over layers 1 … L and the three ablations, and the model's own margin AUROC on all
+    absolute difference from their code over layers 1 … L and the three ablations, and the model's own margin AUROC on all
     (``base``) and on the well-formed held-out sentences."""
 
     measured: Measured

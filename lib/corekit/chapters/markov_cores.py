@@ -57,7 +57,7 @@ def identify_operator(res: NextTokenACE, T: np.ndarray, rank: int | None = None)
     """Return the operator z_{t+1} ≈ A z_t of every model fitted on its training core coordinates, scored on held-out ones.
 
     Each model is fitted at its own energy rank, or at ``rank`` when given (:func:`fit_ranks`). Keys:
-    ``eigs`` (M arrays (r,), eig(A)), ``err`` (M floats, max |eig(A) − eig(T)| against
+    ``eigs`` (M arrays (r,), eig(A)), ``err`` (M floats, max abs(eig(A) − eig(T)) against
     :func:`corekit.tasks.markov.core_eigenvalues` of rank r), ``r2`` (M floats, :func:`corekit.ace.operator_r2`
     on the test sequences) and ``r2_ratio`` (np.ndarray (M,), r2 / :func:`corekit.tasks.markov.oracle_r2`).
     """

@@ -176,8 +176,9 @@ class GrokRun:
 def train_ace_authors(p: int, seeds: list[int], epochs: int, d_model: int = 64, d_mlp: int = 256, lr: float = 3e-3,
                       weight_decay: float = 1.0, data_seed: int = 42, batch_size: int = 512,
                       device: str | torch.device = "cpu") -> GrokRun:
-    """Return chapter 02's models of ``seeds`` (:meth:`TransformerConfig.ace_authors`, the split ``RandomState(data_seed)``
-    with half for training) trained by AdamW for ``epochs`` epochs, evaluated every 20, saved at initialisation."""
+    """Return chapter 02's models of ``seeds`` (:meth:`corekit.models.TransformerConfig.ace_authors`, the split
+    ``RandomState(data_seed)`` with half for training) trained by AdamW for ``epochs`` epochs, evaluated every 20,
+    saved at initialisation."""
     task = modular_addition(p, 0.5, data_seed, split="numpy")
     tokens = task.tokens(equals=False)                                   # (p², 2): a, b
     train_set, test_set = task.datasets(equals=False)
@@ -377,8 +378,8 @@ def number_readings(number: NumberLens, top_k: int, null_samples: int = 200, n_b
 @dataclass
 class AxisSpan:
     """cos² of ACE's axis with the span of the first k = 1 … top_k eNTK and PCA directions of the stream, the random
-    k-dimensional null's 99th percentiles, the ceiling (the span of all the prompts' centred states) and |cos| with
-    each single eNTK direction."""
+    k-dimensional null's 99th percentiles, the ceiling (the span of all the prompts' centred states) and the absolute
+    cosine with each single eNTK direction."""
 
     entk: list[float]
     pca: list[float]

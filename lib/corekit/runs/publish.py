@@ -255,7 +255,27 @@ def record_markdown(nb: Notebook, run: Run) -> str:
     if reason:
         lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
                   f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
-    return "\n".join(lines + ["", verdict_box(metrics)])
+    return "\n".join(lines + ["", reproduce_markdown(nb, metrics), "", verdict_box(metrics)])
+
+
+#: Where a chapter's page offers its notebook's source (``notebooks/NAME.py``) for download, inside the staged book.
+SOURCES = "book/sources"
+
+
+def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
+    """Return the lines that say how to reproduce the page: the command, what it took, the source to download, and
+    folded, the values the run used (a table)."""
+    env = metrics.get("environment") or {}
+    profile = metrics.get("profile", "quick")
+    command = f"corekit run {nb.name}" + (f" --profile {profile}" if profile != "quick" else "")
+    n = env.get("threads")
+    threads = f" with {n} thread{'s' * (n != 1)}" if n else ""
+    took = f"this run took {duration(metrics.get('runtime_s'))} on {env.get('device') or 'a device not recorded'}{threads}"
+    values = metrics.get("parameters") or {}
+    rows = ["| parameter | value |", "|---|---|"] + [f"| `{k}` | {cell(v)} |" for k, v in values.items()]
+    return "\n".join([f"**Reproduce this page**: `{command}` ({took}); the notebook's source: "
+                      f"{{download}}`{nb.name}.py <../{SOURCES}/{nb.name}.py>`.", "",
+                      ":::{dropdown} The values this run used", *rows, ":::"])
 
 
 def verdict_box(metrics: dict) -> str:
@@ -427,15 +447,23 @@ def verdict_line(metrics: dict, shown: int = 3, ident=lambda claim_id: f"`{claim
     return f"{counts['pass']} of {tested} tested claims pass; " + "; ".join(parts)
 
 
+def papers_of(root: Path, names: Iterable[str]) -> dict[str, str]:
+    """Return {chapter: the paper it reproduces} for the chapters among ``names`` that declare one (``paper`` in their
+    header, :attr:`corekit.runs.notebooks.Notebook.declared`)."""
+    return {n: str(p) for n in names if (p := Notebook(root, n).declared.get("paper"))}
+
+
 def own_hypotheses(root: Path, names: Iterable[str]) -> frozenset[str]:
     """Return the chapters among ``names`` that declare they test this book's hypotheses, not a paper's
-    (``own_hypotheses`` in their header, :attr:`Notebook.declared`): counted apart from the reproduction."""
+    (``own_hypotheses`` in their header, :attr:`corekit.runs.notebooks.Notebook.declared`): counted apart from the
+    reproduction."""
     return frozenset(n for n in names if Notebook(root, n).declared.get("own_hypotheses"))
 
 
-def front_tally(runs: dict[str, Run], own: Collection[str]) -> str:
-    """Return the front page's sentence: how many of the papers' tested claims the shown runs reproduce, and apart from
-    them how many of the hypotheses of the book's own chapters (``own``) hold."""
+def front_tally(runs: dict[str, Run], own: Collection[str], papers_of: dict[str, str] | None = None) -> str:
+    """Return the front page's sentence: how many of the papers' tested claims the shown runs reproduce, then, with
+    ``papers_of`` (chapter -> the paper it reproduces), the same per paper, and apart from them how many of the
+    hypotheses of the book's own chapters (``own``) hold."""
     def total(names):
         return {k: sum(tally(runs[n].metrics)[k] for n in names) for k in VERDICTS}
 
@@ -447,6 +475,16 @@ def front_tally(runs: dict[str, Run], own: Collection[str]) -> str:
     others = ", ".join(f"{papers[v]} {v}" for v in ("fail", "uninformative", "undecided"))
     sentence = (f"{papers['pass']} of {tested(papers)} tested claims reproduce on the {kind} "
                 f"({others}; {papers['reported']} more figures are reported, not tested).")
+    by_paper: dict[str, list[str]] = {}
+    for name in runs:
+        if name not in own and (papers_of or {}).get(name):
+            by_paper.setdefault(papers_of[name], []).append(name)
+    if by_paper:
+        parts = []
+        for paper, names in by_paper.items():
+            counts = total(names)
+            parts.append(f"{paper} (chapters {', '.join(n[:2] for n in names)}): {counts['pass']} of {tested(counts)}")
+        sentence += " By paper: " + "; ".join(parts) + "."
     own = [n for n in runs if n in own]
     if own:
         mine = total(own)
@@ -510,13 +548,14 @@ def table_box(rows: list[str]) -> list[str]:
 
 
 def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str, tuple[str, str]],
-                 tally_image: str | None = None, oracle_dir: Path | None = None, own: Collection[str] = ()) -> str:
+                 tally_image: str | None = None, oracle_dir: Path | None = None, own: Collection[str] = (),
+                 papers: dict[str, str] | None = None) -> str:
     """Return the MyST markdown of the results page, a reproduction report: the tally (``own``: the chapters that test
-    the book's own hypotheses), one row per chapter, then each chapter's headline figure (``figures``: name ->
-    (staged image, caption)) and claims; ``oracle_dir`` holds the authors' records (results/oracle/)."""
+    the book's own hypotheses; ``papers``: chapter -> its paper), one row per chapter, then each chapter's headline
+    figure (``figures``: name -> (staged image, caption)) and claims; ``oracle_dir`` holds the authors' records."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["# What reproduces", "",
-             f"**{front_tally(runs, own)}** Each row is one chapter's run (its page shows how the run was made); "
+             f"**{front_tally(runs, own, papers)}** Each row is one chapter's run (its page shows how the run was made); "
              "the sections below give every claim with the paper's value, ours, the authors' code on the same "
              f"weights where it was run, the target and the verdict. Generated from the metrics files ({stamp}).",
              ""]
@@ -554,10 +593,13 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
 def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dict]) -> None:
     """Open each staged chapter with its run record, write the results page (if ``_toc.yml`` lists it) and set the
     front page's tally (the ``claims_tally`` substitution)."""
+    sources = stage / SOURCES
+    sources.mkdir(parents=True, exist_ok=True)
     for name, run in runs.items():
+        shutil.copy2(Notebook(root, name).py, sources / f"{name}.py")
         inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
-    own = own_hypotheses(root, runs)
-    set_substitutions(stage, {"claims_tally": front_tally(runs, own)} | claim_substitutions(runs, root))
+    own, papers = own_hypotheses(root, runs), papers_of(root, runs)
+    set_substitutions(stage, {"claims_tally": front_tally(runs, own, papers)} | claim_substitutions(runs, root))
     if RESULTS_PAGE not in toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
@@ -570,7 +612,7 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
             figures[name] = (f"gallery/{name}{chosen[0].suffix}", chosen[1])
     tally_image = tally_figure(runs, gallery_dir / "tally.png") if runs else None
     (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, figures, tally_image and "gallery/tally.png",
-                                                           root / "results" / "oracle", own))
+                                                           root / "results" / "oracle", own, papers))
 
 
 def set_substitutions(stage: Path, texts: dict[str, str]) -> None:

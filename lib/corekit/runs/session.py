@@ -26,11 +26,11 @@ class Session(NamedTuple):
 def setup(notebook: str, namespace: dict) -> Session:
     """Return (claims, figures, device) of the run of ``notebook`` whose globals are ``namespace``.
 
-    In order: the book's figure style; every parameter checked against its declaration (:class:`Claims`); a name
-    papermill injected that the notebook does not declare refused, then the chapter's rules among its values
-    (:mod:`corekit.runs.checks`); the ``device`` parameter resolved ("auto": CUDA when present) and recorded in the
-    run's parameters; with a ``cpu_threads`` parameter above 0 on a CPU, torch limited to that many threads. Prints
-    one line: the device and the thread count the run computes with.
+    In order: the book's figure style; every parameter checked against its declaration
+    (:class:`corekit.runs.claims.Claims`); a name papermill injected that the notebook does not declare refused, then
+    the chapter's rules among its values (:mod:`corekit.runs.checks`); the ``device`` parameter resolved ("auto": CUDA
+    when present) and recorded in the run's parameters; with a ``cpu_threads`` parameter above 0 on a CPU, torch
+    limited to that many threads. Prints one line: the device and the thread count the run computes with.
     """
     import torch
 

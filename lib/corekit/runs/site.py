@@ -50,15 +50,30 @@ def tidy_streams(outputs: list) -> list:
     return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
 
 
+#: Tags of the cells whose source a reader does not need open: the defaults and papermill's injected values (the run
+#: record lists what ran) and the claims cell (:func:`fold_bookkeeping`).
+FOLDED_TAGS = ("parameters", "injected-parameters")
+
+
+def fold_bookkeeping(cell) -> None:
+    """Tag ``cell`` ``hide-input`` (its source behind a click, its output shown) when it holds the parameters, the
+    injected parameters or the claims (the cell that ends with ``claims.table()``)."""
+    tags = cell.metadata.setdefault("tags", [])
+    if (any(t in tags for t in FOLDED_TAGS) or "claims.table()" in cell.source) and "hide-input" not in tags:
+        tags.append("hide-input")
+
+
 def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
-    """Copy an executed notebook into the book, showing each progress bar once, in its final state, and no path of
-    the machine that ran it (:func:`corekit.runs.portable.portable_notebook`)."""
+    """Copy an executed notebook into the book, showing each progress bar once, in its final state, the bookkeeping
+    cells' sources folded (:func:`fold_bookkeeping`), and no path of the machine that ran it
+    (:func:`corekit.runs.portable.portable_notebook`)."""
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = tidy_streams(cell.outputs)
+            fold_bookkeeping(cell)
     portable_notebook(notebook, root)
     nbformat.write(notebook, staged)
 

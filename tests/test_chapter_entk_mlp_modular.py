@@ -1,0 +1,143 @@
+"""Chapter 05's measurement (corekit.chapters.entk_mlp_modular) against numpy references: the class-averaged kernel from
+autograd Jacobians of a hand-written forward pass, numpy eigh, cliff edges from eigenvalue ratios, and alignments of
+QR-orthonormalised blocks with centred features."""
+import numpy as np
+import pytest
+import torch
+
+from corekit import fourier, subspaces
+from corekit.chapters import entk_mlp_modular as ch
+from corekit.curves import steepest_rise
+from corekit.models import BatchedQuadraticMLP
+from corekit.tasks.modular import modular_addition
+from corekit.train import train_mse
+
+P, WIDTH = 5, 6
+
+
+def _reference_kernel(W1: np.ndarray, W2: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """K (N, N) = (1/C) Σ_c J_c J_cᵀ with J_c the Jacobian of output c w.r.t. (W_1, W_2), by autograd in float64."""
+    W1, W2, X = (torch.tensor(a, dtype=torch.float64) for a in (W1, W2, X))
+
+    def f(w1, w2):
+        return ((X @ w1 / np.sqrt(X.shape[1])) ** 2) @ w2 / w1.shape[1]        # (N, C)
+
+    J1, J2 = torch.autograd.functional.jacobian(f, (W1, W2))                  # (N, C, *W.shape)
+    N, C = J1.shape[:2]
+    J = torch.cat([J1.reshape(N, C, -1), J2.reshape(N, C, -1)], dim=2)       # (N, C, params)
+    return torch.einsum("ncq,mcq->nm", J, J).numpy() / C
+
+
+def _reference_alignment(Q: np.ndarray, F: np.ndarray) -> float:
+    """‖QᵀF‖²_F / min(d, m) with Q and the centred F orthonormalised by QR."""
+    q, _ = np.linalg.qr(Q)
+    f, _ = np.linalg.qr(F - F.mean(0))
+    return float(np.sum((q.T @ f) ** 2) / min(q.shape[1], f.shape[1]))
+
+
+def _reference_spectrum(model, X, state=None):
+    """Descending eigenvalues and eigenvectors of the reference kernel of model 0 (or of ``state``)."""
+    src = state if state is not None else model.state_dict()
+    W1, W2 = src["params.W_1"][0].double().numpy(), src["params.W_2"][0].double().numpy()
+    w, V = np.linalg.eigh(_reference_kernel(W1, W2, X.double().numpy()))
+    return w[::-1], V[:, ::-1]
+
+
+def _features():
+    return {k: fourier.fourier_basis(P, k) for k in ("ab", "sum", "diff", "sum_diff")}
+
+
+@pytest.fixture(scope="module")
+def setup():
+    task = modular_addition(P, 0.7, 0)
+    X = task.one_hot()
+    model = BatchedQuadraticMLP(2 * P, WIDTH, P, seeds=[0])
+    return task, X, model
+
+
+def test_mlp_spectrum_matches_autograd_kernel(setup):
+    _, X, model = setup
+    eig = ch.mlp_spectrum(model, X, 6)
+    w, V = _reference_spectrum(model, X)
+    np.testing.assert_allclose(eig.values.numpy(), w[:6], rtol=1e-8)
+    # eigenvectors up to sign (the top eigenvalues of this kernel are simple)
+    assert np.all(w[:6] / w[1:7] > 1 + 1e-6)
+    np.testing.assert_allclose(np.abs(np.sum(eig.vectors.numpy() * V[:, :6], 0)), 1, atol=1e-6)
+
+
+def test_mlp_spectrum_of_a_state_in_float32(setup):
+    _, X, model = setup
+    state = {k: v + 0.1 for k, v in model.state_dict().items()}
+    eig = ch.mlp_spectrum(model, X, 4, state=state, dtype=torch.float32)
+    w, _ = _reference_spectrum(model, X, state)
+    np.testing.assert_allclose(eig.values.numpy(), w[:4], rtol=1e-4)
+
+
+def test_cliff_alignments_by_hand():
+    n_cliff = 4 * (P // 2)
+    V = torch.linalg.qr(torch.randn(P * P, 2 * n_cliff + 1, generator=torch.Generator().manual_seed(1),
+                                    dtype=torch.float64))[0]
+    F = _features()
+    got = ch.cliff_alignments(V, n_cliff, F["ab"], F["sum"], F["diff"])
+    Vn = V.numpy()
+    Q1, Q2 = Vn[:, 1:1 + n_cliff], Vn[:, 1 + n_cliff:1 + 2 * n_cliff]
+    assert got["ab"] == pytest.approx(_reference_alignment(Q1, F["ab"].numpy()), abs=1e-10)
+    assert got["sum"] == pytest.approx(_reference_alignment(Q2, F["sum"].numpy()), abs=1e-10)
+    assert got["diff"] == pytest.approx(_reference_alignment(Q2, F["diff"].numpy()), abs=1e-10)
+    # a block equal to the features' span scores 1
+    Fab = F["ab"].numpy()
+    span, _ = np.linalg.qr(Fab - Fab.mean(0))
+    V1 = np.concatenate([np.ones((P * P, 1)) / P, span, Vn[:, :n_cliff]], axis=1)
+    assert ch.cliff_alignments(torch.tensor(V1), n_cliff, F["ab"], F["sum"], F["diff"])["ab"] == pytest.approx(1)
+
+
+def test_initial_cliffs_against_ratio_edges(setup):
+    _, X, model = setup
+    n_cliff, k = 4 * (P // 2), 2 * 4 * (P // 2) + 2
+    F = _features()
+    state = model.state_dict()
+    got = ch.initial_cliffs(model, state, X, k, n_cliff, F["ab"], F["sum"], F["diff"])
+    w, V = _reference_spectrum(model, X, state)
+    w, V = w[:k], V[:, :k]
+    ratios = {e: w[e - 1] / w[e] for e in range(2, k) if w[e] > 1e-10 * abs(w[0])}
+    e1, e2 = sorted(sorted(ratios, key=ratios.get)[-2:])
+    assert (got["cliff1_size"], got["cliff2_size"]) == (e1 - 1, e2 - e1)
+    assert got["ab"] == pytest.approx(_reference_alignment(V[:, 1:1 + n_cliff], F["ab"].numpy()), abs=1e-6)
+    assert got["sum"] == pytest.approx(_reference_alignment(V[:, 1 + n_cliff:1 + 2 * n_cliff], F["sum"].numpy()),
+                                       abs=1e-6)
+
+
+def test_random_block_q99_is_the_quantile_of_block_alignments():
+    F = _features()
+    got = ch.random_block_q99(P * P, 4, {"ab": F["ab"], "sum": F["sum"]}, n=50, seed=3)
+    blocks = subspaces.random_orthonormal(P * P, 4, 50, seed=3).numpy()
+    for name in ("ab", "sum"):
+        scores = sorted(_reference_alignment(Q, F[name].numpy()) for Q in blocks)
+        # numpy's linear quantile at 0.99 of 50 values: between the 49th and 50th order statistics
+        pos = 0.99 * 49
+        ref = scores[int(pos)] + (pos - int(pos)) * (scores[int(pos) + 1] - scores[int(pos)])
+        assert got[name] == pytest.approx(ref, abs=1e-10)
+
+
+def test_alignment_dynamics_against_reference(setup):
+    task, X, _ = setup
+    model = BatchedQuadraticMLP(2 * P, WIDTH, P, seeds=[0])
+    labels = task.labels
+    history = train_mse(model, X[task.train_idx], labels[task.train_idx], X[task.test_idx], labels[task.test_idx],
+                        steps=20, lr=0.05, weight_decay=0.01, betas=(0.9, 0.999), eval_every=1,
+                        snapshot_steps=range(0, 21), progress=False)
+    test_acc = history.curve("test_acc")[:, 0].numpy()
+    n_cliff, F = 4 * (P // 2), _features()
+    dyn = ch.alignment_dynamics(model, history, test_acc, X, n_cliff, F["ab"], F["sum_diff"], 4, 3)
+    assert len(dyn.epochs) >= 2 and dyn.epochs[0] == 0
+    ab, sd = [], []
+    for epoch in dyn.epochs:
+        _, V = _reference_spectrum(model, X, history.snapshots[int(epoch)])
+        ab.append(_reference_alignment(V[:, 1:1 + n_cliff], F["ab"].numpy()))
+        sd.append(_reference_alignment(V[:, 1 + n_cliff:1 + 2 * n_cliff], F["sum_diff"].numpy()))
+    np.testing.assert_allclose(dyn.ab, ab, atol=1e-3)
+    np.testing.assert_allclose(dyn.sd, sd, atol=1e-3)
+    steps = np.asarray(history.steps, dtype=float)
+    assert dyn.t_grok == steps[np.argmax(np.gradient(test_acc, steps))]
+    assert dyn.t_peak == steepest_rise(dyn.epochs, dyn.sd)[0]
+    assert dyn.t_peak_ab == steepest_rise(dyn.epochs, dyn.ab)[0]
