@@ -4,6 +4,7 @@
 #     headline_caption: Grokking time against weight decay and modulus, with the fitted
 #       laws.
 #     headline_figure: tau_fits
+#     paper: ACE
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:
@@ -99,10 +100,10 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import ticker
 
 from corekit import scaling
-from corekit.chapters.grokking_scaling_law import SweepSettings, grid, point_taus, results_table, run_sweep
+from corekit.chapters.grokking_scaling_law import (SweepSettings, draw_tau_panel, fit_sweeps, grid, results_table,
+                                                  run_both_sweeps)
 from corekit.models import TransformerConfig
 from corekit.runs.session import setup
 from corekit.tasks.modular import modular_addition
@@ -129,12 +130,7 @@ omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
 # %%
 run_options = dict(executor=executor, device=str(dev), max_models=max_models_per_shard or None,
                    checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every)
-if omega_settings == p_settings:
-    by_spec = {r.spec: r for r in run_sweep(list(dict.fromkeys(p_specs + omega_specs)), p_settings, **run_options)}
-    p_runs, omega_runs = [by_spec[s] for s in p_specs], [by_spec[s] for s in omega_specs]
-else:
-    p_runs, omega_runs = run_sweep(p_specs, p_settings, **run_options), run_sweep(omega_specs, omega_settings, **run_options)
-results = list({id(r): r for r in p_runs + omega_runs}.values())
+p_runs, omega_runs, results = run_both_sweeps(p_specs, omega_specs, p_settings, omega_settings, **run_options)
 censored = [r for r in results if r.censored]
 rows = results_table(results)
 print(f"{len(results)} runs, {len(censored)} censored (no grokking within the step budget: "
@@ -176,29 +172,15 @@ plt.show()
 # $p \gg p_c$ and diverges as $p \to p_c$ (below $p_c$ there are too few modes to grok).
 
 # %%
-omega_points, p_points = point_taus(omega_runs, "weight_decay"), point_taus(p_runs, "p")
-exponent = lambda x, g: scaling.power_law_fit(x, g).params["k"]  # noqa: E731
-fits, exponents = {}, {}
-for name, points in (("ω", omega_points), ("p", p_points)):
-    if scaling.fittable(points):
-        fits[name] = scaling.power_law_fit(*scaling.geometric_means(points))
-        exponents[name] = scaling.bootstrap(points, exponent, n_boot=n_boot)
-        print(f"{name} exponent: {exponents[name].summary()}")
-    else:
-        print(f"{name} sweep: fewer than two points with a grokked run, no fit")
-omega_bound_points = point_taus(omega_runs, "weight_decay", censored_as_bound=True)
-omega_k_bound = scaling.power_law_fit(*scaling.geometric_means(omega_bound_points)).params["k"] \
-    if scaling.fittable(omega_bound_points) else float("nan")
-log_fit = None
-if scaling.fittable(p_points) and len(p_points) >= 3:
-    try:
-        log_fit = scaling.log_law_fit(*scaling.geometric_means(p_points))
-    except RuntimeError as err:                       # no convergence: reported, not hidden
-        print("τ(p) = −Ω log(1 − p_c/p) did not converge:", err)
-p_c_interval, laws = None, None
+sweep_fits = fit_sweeps(omega_runs, p_runs, n_boot)
+omega_points, p_points, fits, exponents = sweep_fits.omega_points, sweep_fits.p_points, sweep_fits.fits, sweep_fits.exponents
+log_fit, p_c_interval, laws = sweep_fits.log_fit, sweep_fits.p_c_interval, sweep_fits.laws
+for name in ("ω", "p"):
+    print(f"{name} exponent: {exponents[name].summary()}" if name in exponents
+          else f"{name} sweep: fewer than two points with a grokked run, no fit")
+if sweep_fits.log_error is not None:
+    print("τ(p) = −Ω log(1 − p_c/p) did not converge:", sweep_fits.log_error)
 if log_fit is not None:
-    p_c_interval = scaling.bootstrap(p_points, lambda x, g: scaling.log_law_fit(x, g).params["p_c"], n_boot=n_boot)
-    laws = scaling.compare_laws(*scaling.geometric_means(p_points))
     print(f"log law: p_c {p_c_interval.summary()}; against a plain power law: " +
           ", ".join(f"{k} {v:.3g}" for k, v in laws.items()))
 
@@ -206,24 +188,7 @@ if log_fit is not None:
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 for ax, points, runs, name, key in ((axes[0], omega_points, omega_runs, "ω", "weight_decay"),
                                     (axes[1], p_points, p_runs, "p", "p")):
-    for x, taus in points.items():
-        ax.scatter([x] * len(taus), taus, color="0.6", s=12)
-    lower = [(getattr(r, key), r.tau_lower_bound) for r in runs if r.censored]
-    if lower:
-        ax.scatter(*zip(*lower), marker="^", facecolor="none", edgecolor="C3", s=30, label="censored (τ > shown)")
-    ax.set(xscale="log", yscale="log", xlabel=name, ylabel="τ (steps)")
-    ax.set_xticks(list(points))
-    ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    if name not in fits:
-        continue
-    xg, gm = scaling.geometric_means(points)
-    ax.scatter(xg, gm, color="black", s=24, zorder=3, label="geometric mean")
-    xs = np.geomspace(min(points), max(points), 50)
-    k = exponents[name]
-    ax.plot(xs, fits[name].predict(xs), color="C0", label=f"power law: k = {k.estimate:.2f} [{k.low:.2f}, {k.high:.2f}]")
-    band = scaling.power_law_band(points, xs, n_boot)
-    ax.fill_between(xs, band.low, band.high, color="C0", alpha=0.2, lw=0)
+    draw_tau_panel(ax, points, runs, key, name, fits.get(name), exponents.get(name), n_boot)
 if log_fit is not None:
     xs = np.linspace(min(p_points), max(p_points), 50)
     axes[1].plot(xs, log_fit.predict(xs), color="C1", ls="--",
@@ -290,31 +255,16 @@ plt.show()
 # `tau_resolution` is the largest `eval_every` / τ over the grokked runs: how finely τ was measured.
 
 # %%
+from corekit.chapters.grokking_scaling_law import exponent_interval, log_law_r2_inside, no_fit_interval
 from corekit.runs.claims import Null, at_least, at_most, equal_to, interval_contains
 
-no_fit = scaling.Interval(*[float("nan")] * 3, n_boot=n_boot, failed=n_boot)
+no_fit = no_fit_interval(n_boot)
 omega_k, p_k = exponents.get("ω", no_fit), exponents.get("p", no_fit)
 log_r2, p_c = (log_fit.r2, log_fit.params["p_c"]) if log_fit is not None else (float("nan"), float("nan"))
 taus = [r.tau for r in results if not r.censored and r.tau > 0]
 paper_profile = ("the paper profile (notebooks/params/paper/03_grokking_scaling_law.yaml: moduli 31–101, the ω sweep "
                  "at p 53) decides it, about 40 single-thread CPU-hours or ≤ 10 min on one H200")
-
-
-def exponent_interval(points):
-    """Return the bootstrap interval of the power-law exponent over ``points`` (no_fit when it cannot be fitted)."""
-    return scaling.bootstrap(points, exponent, n_boot=n_boot) if scaling.fittable(points) else no_fit
-
-
-def log_law_r2_inside(p_, tau_):
-    """Return the log law's R² on moduli p_ (n,) and τ (n,), None when it fails or pins p_c at an end of (0, min p)."""
-    try:
-        f_ = scaling.log_law_fit(p_, tau_)
-    except (RuntimeError, ValueError):
-        return None
-    return round(f_.r2, 3) if 1e-3 * min(p_) < f_.params["p_c"] < (1 - 1e-3) * min(p_) else None
-
-
-omega_null = exponent_interval(scaling.permuted_points(omega_points, seed=0))
+omega_null = exponent_interval(scaling.permuted_points(omega_points, seed=0), n_boot)
 claims.check("omega_exponent", round(omega_k.estimate, 3), interval_contains(-1.02),
              interval=(round(omega_k.low, 3), round(omega_k.high, 3)),
              statistic=f"power-law exponent of τ in ω ({omega_k.describe()} of the seeds)",
@@ -327,8 +277,8 @@ claims.report("omega_exponent_ci", [round(omega_k.low, 3), round(omega_k.high, 3
 far = [x for x in p_points if log_fit is not None and x >= 3 * p_c]
 p_far = {x: p_points[x] for x in far}
 p_test = p_far if len(far) >= 2 else p_points
-p_test_k = exponent_interval(p_far) if len(far) >= 2 else p_k
-p_null = exponent_interval(scaling.permuted_points(p_test, seed=0))
+p_test_k = exponent_interval(p_far, n_boot) if len(far) >= 2 else p_k
+p_null = exponent_interval(scaling.permuted_points(p_test, seed=0), n_boot)
 p_undecided = (None if len(far) >= 2 else
                "the log law did not converge, so p_c and the moduli with p ≫ p_c are unknown; " + paper_profile
                if log_fit is None else
@@ -395,7 +345,7 @@ claims.check("log_law_vs_power_law_aic", round(aic_diff, 3), at_most(0),
                               f"{int(np.isnan(aic_draws).sum())} of the null's draws had no log-law fit")
              if laws else "no log-law fit")
 claims.report("censored_runs", len(censored), paper="reported", statistic=f"runs censored, of {len(results)}")
-claims.report("omega_exponent_censored_bound", round(omega_k_bound, 3), paper="reported",
+claims.report("omega_exponent_censored_bound", round(sweep_fits.omega_k_bound, 3), paper="reported",
               statistic="ω exponent with censored runs at their lower bound instead of left out")
 claims.report("bootstrap_failed_resamples", {"ω": omega_k.failed, "p": p_k.failed}, paper="reported",
               statistic=f"resamples of {n_boot} that left too few points to fit (excluded from the intervals)")

@@ -4,6 +4,7 @@
 #     headline_caption: How well the 1-D agreement core separates singular from plural
 #       at each layer, against the model's own margin.
 #     headline_figure: core_auroc_by_layer
+#     paper: ACE
 #   jupytext:
 #     notebook_metadata_filter: corekit
 #     text_representation:
@@ -93,13 +94,15 @@ from corekit import lm as language_models
 from corekit import oracle, plots, stats
 from corekit.chapters.llm_agreement_axis import (
     LAST_LAYER_RECIPES,
-    authors_comparison,
+    authors_sentences_comparisons,
     find_axis,
     fit_margin,
     flip_generation,
     measure,
     newest_position_generation,
     recipe_spearman,
+    spearman_pairs,
+    spread_layers,
     sufficient_rank,
     sweep,
 )
@@ -231,12 +234,8 @@ plt.show()
 # ```
 
 # %%
-subject = {}
-for name, m in measured.items():
-    L = m.n_layers
-    spread = range(L + 1) if subject_scope_layers is None else np.linspace(0, L, subject_scope_layers + 1)[1:]
-    layers = sorted({int(round(x)) for x in spread} | {last[name].layer})
-    subject[name] = sweep(m, number_axes[name], layers, "from_subject")
+subject = {name: sweep(m, number_axes[name], spread_layers(m.n_layers, subject_scope_layers, last[name].layer), "from_subject")
+           for name, m in measured.items()}
 for name, s in subject.items():
     print(f"{name}: layers {s.layers}; chosen {s.layer} (train flip AUROC {s.flip_train_auroc[s.index]:.3f}); "
           "held out: " + ", ".join(f"{k} {s.at_layer(k):.3f}" for k in s.auroc))
@@ -392,11 +391,7 @@ plt.show()
 
 # %%
 coordinates = {name: number_axes[name].z_test[last[name].layer] for name in models}
-names, rho = stats.spearman_matrix(coordinates)
-pairs = {f"{a} ~ {b}": {"rho": round(float(rho[i, j]), 4),
-                        "ci95": [round(v, 4) for v in stats.bootstrap_interval(
-                            stats.spearman, (coordinates[a], coordinates[b]), n_boot=n_boot, seed=data_seed)]}
-         for i, a in enumerate(names) for j, b in enumerate(names) if j > i}
+names, rho, pairs = spearman_pairs(coordinates, n_boot, data_seed)
 print(pairs)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Left: Spearman correlation of the two models' core coordinates on the same held-out prompts. Right: the coordinates themselves (orange plural): models that place the sentences alike put them on one rising band.", "name": "fig-04-cross-model"}}
@@ -445,20 +440,18 @@ else:
         print(f"  {count:4d}  {kind}: {sva_sentences.KINDS[kind]}")
 
 # %%
-comparison = {}
+comparison = {} if authors is None else authors_sentences_comparisons(models, authors, their, n_authors, batch_size,
+                                                                         device=device, dtype=dtype)
 for name in models if authors is not None else []:
-    if name not in authors["models"]:
+    if name not in comparison:
         print(f"{name}: not in the authors' run on record")
         continue
-    tr, te = (their.train, their.test) if n_authors is None else (their.train[:n_authors], their.test[:n_authors])
-    mt = measure(language_models.load(name, device=device, dtype=dtype), name, tr, te, batch_size)
-    comparison[name] = c = authors_comparison(mt, authors["models"][name], their.clean(te))
-    rec = authors["models"][name]
-    print(f"{name} ({len(tr)} / {len(te)} of their sentences): base AUROC {c.base:.3f} (authors' code "
+    c, rec = comparison[name], authors["models"][name]
+    print(f"{name} ({len(c.measured.train.y)} / {len(c.measured.test.y)} of their sentences): base AUROC {c.base:.3f} (authors' code "
           f"{rec['base_auroc']:.3f}); largest |difference| from the authors' code over every layer and ablation "
           f"{c.max_diff:.4f}; lowest held-out flip at layer {c.layer} (authors' code: {rec['chosen_layer']})")
     for recipe, v in c.last.items():
-        print(f"   last layer {mt.n_layers}, {recipe} recipe: core AUROC {c.core_auroc[recipe]:.3f}; keep / remove / "
+        print(f"   last layer {c.measured.n_layers}, {recipe} recipe: core AUROC {c.core_auroc[recipe]:.3f}; keep / remove / "
               "flip " + " / ".join(f"{v[k]:.3f}" for k in v))
     print(f"   base AUROC on the {c.n_well_formed} well-formed held-out sentences: {c.base_well_formed:.3f}")
 full_split = their is not None and (n_authors is None or n_authors >= max(len(their.train), len(their.test)))
@@ -509,11 +502,11 @@ if comparison:
 from corekit.chapters.llm_agreement_axis import cross_model_nulls, model_nulls
 from corekit.runs.claims import Null, at_least, at_most, equal_to
 
-nulls = {}
+nulls = {name: model_nulls(m, number_axes[name], last[name], subject[name], gen_prompts, max_new_tokens, nlp,
+                           generations[name, "sampled"], sufficient_ranks, n_random, n_random_subject, data_seed,
+                           generation_seed) for name, m in measured.items()}
 for name, m in measured.items():
-    nulls[name] = n = model_nulls(m, number_axes[name], last[name], subject[name], gen_prompts, max_new_tokens, nlp,
-                                  generations[name, "sampled"], sufficient_ranks, n_random, n_random_subject, data_seed,
-                                  generation_seed)
+    n = nulls[name]
     nl, ns = n.last, n.subject
     random_rank = n.rank.sufficient if n.rank.sufficient > 0 else f"> {n.rank.ranks[-1]}"
     print(f"{name}, {n_random} random directions at layer {nl.layer} (last position): coordinate AUROC ≤ "
@@ -550,32 +543,7 @@ print(spearman_nulls)
 # split (`n_authors`) they are undecided, since the authors' numbers are on all of it.
 
 # %%
-def authors_note(name, key):
-    """Return a note for a claim's statistic quoting the authors' code on their own sentences, or nothing."""
-    rec = (authors or {}).get("models", {}).get(name)
-    if rec is None:
-        return ""
-    value = {"chosen_layer": f"{rec['chosen_layer']} of {rec['n_layers']}",
-             "margin_r2": f"{rec['margin_fit']['r2']} (fitted and scored on their test half)"}.get(key, rec.get(key))
-    return f" (authors' code on their sentences, n = {authors['n_samples']}: {value})"
-
-
-def rate_or_none(gen):
-    """Return a Generation's flip rate rounded, or None when no continuation was scorable."""
-    return None if np.isnan(gen.rate) else round(gen.rate, 4)
-
-
-def generation_check(id, gen, null, null_what, statistic, why):
-    """Record a generation flip claim: ≥ 0.8 of ≥ 100 scorable continuations, undecided below 100 scorable unless the
-    Wilson interval already lies below 0.8."""
-    lo, hi = gen.interval
-    short = gen.right < 100 and hi >= 0.8
-    claims.check(id, rate_or_none(gen), at_least(0.8), statistic=statistic, interval=(round(lo, 4), round(hi, 4)),
-                 null=Null(null_what, rate_or_none(null)), why=why,
-                 undecided=(f"only {gen.right} of the {len(gen_prompts)} prompts give a scorable continuation (the claim "
-                            f"needs 100) and the Wilson interval [{lo:.3f}, {hi:.3f}] reaches 0.8; the cpu profile "
-                            "generates from 400 prompts") if short else None)
-
+from corekit.chapters.llm_agreement_axis import authors_note, generation_undecided, rate_or_none
 
 for name, m in measured.items():
     base, a, s, sub, rc = m.base_auroc, number_axes[name], last[name], subject[name], ranks[name]
@@ -590,10 +558,10 @@ for name, m in measured.items():
         f"GGUF file sha256 {offline.sha256[:12]}… checked at load" if offline else m.lm.source))
     flip_rate = stats.flip_rate(m.test.last.value, s.margins["flip"][s.index], y_test)
     claims.report(f"base_auroc[{name}]", round(base, 4),
-                  statistic="the model's own margin AUROC (held out)" + authors_note(name, "base_auroc"))
+                  statistic="the model's own margin AUROC (held out)" + authors_note(authors, name, "base_auroc"))
     claims.check(f"chosen_layer[{name}]", l, at_least(2 * L / 3), paper="late layers",
                  statistic=f"the layer of the lowest flip AUROC on the training prompts (last position), of layers 0 … "
-                           f"{L}" + authors_note(name, "chosen_layer"),
+                           f"{L}" + authors_note(authors, name, "chosen_layer"),
                  null=Null("the same rule with a random unit direction at every layer", nu.layer))
     c = comparison.get(name)
     on_their_sentences = "" if c is None else (
@@ -608,17 +576,17 @@ for name, m in measured.items():
                      f"model's own margin to {base:.3f}" + on_their_sentences)
     claims.check(f"keep_only_auroc[{name}]", round(s.at_layer("keep_only"), 4), at_least(bar),
                  statistic=f"held-out margin AUROC with only the rank-1 core kept at the last position, layer {l} (bar: "
-                           f"the model's own {base:.3f} − 0.02)" + authors_note(name, "keep_only_auroc"),
+                           f"the model's own {base:.3f} − 0.02)" + authors_note(authors, name, "keep_only_auroc"),
                  null=Null(most_l, round(float(nl.auroc["keep_only"].max()), 4)),
                  why=f"keeping only the rank-1 core at layer {l} leaves {s.at_layer('keep_only'):.3f} of the model's "
                      f"{base:.3f}; the rank sweep below says how many dimensions it takes" + on_their_sentences)
     claims.check(f"remove_auroc[{name}]", round(s.at_layer("remove"), 4), at_most(0.6),
                  statistic=f"held-out margin AUROC with the core removed at the last position, layer {l}"
-                           + authors_note(name, "remove_auroc"),
+                           + authors_note(authors, name, "remove_auroc"),
                  null=Null(least_l, round(float(nl.auroc["remove"].min()), 4)))
     claims.check(f"flip_auroc[{name}]", round(s.at_layer("flip"), 4), at_most(0.3),
                  statistic=f"held-out margin AUROC with the core reflected at the last position, layer {l}"
-                           + authors_note(name, "flip_auroc"),
+                           + authors_note(authors, name, "flip_auroc"),
                  null=Null(least_l, round(float(nl.auroc["flip"].min()), 4)))
     claims.check(f"flip_rate[{name}]", round(flip_rate[0], 4), at_least(0.8),
                  statistic=f"share of the {flip_rate[1]} held-out prompts the model gets right whose margin changes "
@@ -654,13 +622,15 @@ for name, m in measured.items():
                  why="the 0.8 bar is the book's (DESIGN.md); the paper says the flip inverts number but gives no rate")
     claims.check(f"margin_r2[{name}]", round(fits[name].z[2], 4), at_least(0.5), paper="the projection predicts the margin",
                  statistic=f"held-out R² of m ≈ a z + b fitted on the training prompts, z the core coordinate at layer "
-                           f"{fits[name].layer}" + authors_note(name, "margin_r2"),
+                           f"{fits[name].layer}" + authors_note(authors, name, "margin_r2"),
                  null=Null(most_l, round(float(nl.margin_r2.max()), 4)))
     claims.report(f"margin_r2_normalised[{name}]", round(fits[name].normalised[2], 4),
                   statistic="m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out")
     gs, gg, ga = generations[name, "sampled"], generations[name, "greedy"], generations[name, "authors"]
-    generation_check(
-        f"generation_flip_rate[{name}]", gs, nu.generation, "the same flip along a random unit direction",
+    claims.check(
+        f"generation_flip_rate[{name}]", rate_or_none(gs), at_least(0.8), interval=tuple(round(v, 4) for v in gs.interval),
+        null=Null("the same flip along a random unit direction", rate_or_none(nu.generation)),
+        undecided=generation_undecided(gs, len(gen_prompts)),
         statistic=f"share of the {gs.right} held-out continuations with a verb of the subject's number (of "
                   f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}) that switch number "
                   f"under the flip from the subject on at layer {gs.layer}, Wilson 95 % interval",
@@ -671,9 +641,11 @@ for name, m in measured.items():
                    "wilson95": [round(v, 4) for v in gg.interval]},
                   statistic="the same prompts, greedy decoding")
     rec_gen = (authors or {}).get("models", {}).get(name, {}).get("generation")
-    generation_check(
-        f"generation_flip_rate_authors_steering[{name}]", ga, nu.steering,
-        "the authors' steering along a random unit direction",
+    claims.check(
+        f"generation_flip_rate_authors_steering[{name}]", rate_or_none(ga), at_least(0.8),
+        interval=tuple(round(v, 4) for v in ga.interval),
+        null=Null("the authors' steering along a random unit direction", rate_or_none(nu.steering)),
+        undecided=generation_undecided(ga, len(gen_prompts)),
         statistic=f"share of the {ga.right} continuations that switch number under the authors' steering (newest "
                   f"position only, a strength per step; layer {ga.layer}), the same prompts and seeds as our flip, "
                   "Wilson 95 % interval" + (f" (authors' code on {rec_gen['prompts']} of their sentences: "

@@ -13,9 +13,15 @@ from corekit.chapters.grokking_scaling_law import (
     RunSpec,
     StopAfterGrokking,
     SweepSettings,
+    exponent_interval,
+    fit_sweeps,
     grid,
     grokking_times,
+    log_law_r2_inside,
+    no_fit_interval,
     point_taus,
+    power_law_exponent,
+    run_both_sweeps,
     run_sweep,
     shard_problem,
     shards,
@@ -258,3 +264,69 @@ def test_near_crossing_rule_resolves_a_crossing_only_after_a_step_by_step_evalua
 def test_unknown_executor_is_a_clear_error():
     with pytest.raises(ValueError, match="executor must be"):
         run_sweep(grid([5], [1.0], [0]), TINY, executor="slurm")
+
+
+def _run(p, w, seed, tau, t_train=10.0, steps_run=5000):
+    """A hand-made RunResult: censored when tau is None."""
+    return RunResult(p=p, weight_decay=w, seed=seed, batch_size=0, t_train=t_train,
+                     t_test=None if tau is None else t_train + tau, tau=tau, censored=tau is None, steps_run=steps_run,
+                     steps=[], train_acc=[], test_acc=[])
+
+
+def test_run_both_sweeps_trains_a_shared_run_once_when_the_settings_agree(monkeypatch):
+    import corekit.chapters.grokking_scaling_law as chapter
+    calls = []
+
+    def fake_run_sweep(specs, settings, **options):
+        calls.append((list(specs), settings, options))
+        return [_run(s.p, s.weight_decay, s.seed, 100.0) for s in specs]
+
+    monkeypatch.setattr(chapter, "run_sweep", fake_run_sweep)
+    p_specs, omega_specs = grid([5, 7], [1.0], [0]), grid([5], [1.0, 2.0], [0])   # (5, 1.0, 0) in both
+    p_runs, omega_runs, results = run_both_sweeps(p_specs, omega_specs, TINY, TINY, device="cpu")
+    assert len(calls) == 1 and calls[0][0] == [RunSpec(5, 1.0, 0), RunSpec(7, 1.0, 0), RunSpec(5, 2.0, 0)]
+    assert calls[0][2] == {"device": "cpu"}
+    assert [r.spec for r in p_runs] == p_specs and [r.spec for r in omega_runs] == omega_specs
+    assert p_runs[0] is omega_runs[0] and len(results) == 3
+    calls.clear()
+    other = dataclasses.replace(TINY, max_steps=400)
+    p_runs, omega_runs, results = run_both_sweeps(p_specs, omega_specs, TINY, other)
+    assert [(c[0], c[1]) for c in calls] == [(p_specs, TINY), (omega_specs, other)]
+    assert p_runs[0] is not omega_runs[0] and len(results) == 4
+
+
+def test_exponent_intervals_and_log_law_r2_by_hand():
+    x, tau = np.array([2.0, 4.0, 8.0]), np.array([50.0, 26.0, 12.0])
+    assert power_law_exponent(x, tau) == pytest.approx(np.polyfit(np.log(x), np.log(tau), 1)[0], rel=1e-12)
+    nan = no_fit_interval(30)
+    assert np.isnan([nan.estimate, nan.low, nan.high]).all() and (nan.n_boot, nan.failed) == (30, 30)
+    lone = exponent_interval({1.0: np.array([5.0]), 2.0: np.array([])}, 30)     # one grokked point: no fit
+    assert np.isnan([lone.estimate, lone.low, lone.high]).all() and lone.failed == 30
+    points = {1.0: np.array([100.0, 120.0]), 2.0: np.array([50.0, 55.0]), 4.0: np.array([24.0, 26.0])}
+    gm = np.array([np.sqrt(100 * 120), np.sqrt(50 * 55), np.sqrt(24 * 26)])
+    k = exponent_interval(points, 50)
+    assert k.estimate == pytest.approx(np.polyfit(np.log([1, 2, 4]), np.log(gm), 1)[0], rel=1e-12)
+    assert k.low <= k.estimate <= k.high and k.failed == 0
+    p = np.array([11.0, 13.0, 17.0, 23.0])
+    assert log_law_r2_inside(p, -300 * np.log1p(-7 / p)) == 1.0              # exact log law, p_c = 7 inside (0, 11)
+    assert log_law_r2_inside(p, 1000 / p) is None                            # a pure 1/p law pins p_c at 0
+    assert log_law_r2_inside(p[:1], p[:1]) is None                           # too few points: the fit refuses
+
+
+def test_fit_sweeps_against_numpy_and_the_exact_log_law():
+    omega_runs = [_run(31, w, s, 200 / w * f) for w in (1.0, 2.0, 4.0) for s, f in ((0, 0.9), (1, 1.1))]
+    omega_runs.append(_run(31, 4.0, 2, None, t_train=100.0, steps_run=400))   # censored: 300 as a lower bound
+    ps = (11, 13, 17, 23)
+    p_runs = [_run(p, 1.0, s, float(-300 * np.log1p(-7 / p))) for p in ps for s in (0, 1)]
+    f = fit_sweeps(omega_runs, p_runs, n_boot=20)
+    assert list(f.omega_points) == [1.0, 2.0, 4.0] and f.omega_points[4.0].tolist() == pytest.approx([45.0, 55.0])
+    gm = np.array([np.exp(np.log([180.0, 220.0]).mean()) / w for w in (1, 2, 4)])
+    assert f.fits["ω"].params["k"] == pytest.approx(np.polyfit(np.log([1, 2, 4]), np.log(gm), 1)[0], rel=1e-12)
+    assert f.exponents["ω"].estimate == pytest.approx(f.fits["ω"].params["k"], rel=1e-12)
+    bound_gm = gm.copy()
+    bound_gm[2] = np.exp(np.log([45.0, 55.0, 300.0]).mean())
+    assert f.omega_k_bound == pytest.approx(np.polyfit(np.log([1, 2, 4]), np.log(bound_gm), 1)[0], rel=1e-12)
+    assert f.log_fit.params["p_c"] == pytest.approx(7.0, rel=1e-4) and f.log_error is None
+    assert f.p_c_interval.estimate == pytest.approx(7.0, rel=1e-4) and set(f.laws) >= {"aic_log", "aic_power"}
+    two = fit_sweeps(omega_runs, p_runs[:4], n_boot=20)                        # two moduli: no log law
+    assert two.log_fit is None and two.p_c_interval is None and two.laws is None and "p" in two.fits

@@ -284,3 +284,74 @@ def test_model_nulls_draws_each_null_from_its_own_seed(measured):
     r0 = random_directions(D, 1, 7)[0]
     assert n.generation.flipped == flip_generation(measured, axis, subject, prompts, 2, _NoVerbs(), sample=True,
                                                    direction=r0, plain=plain).flipped
+
+
+def test_authors_sentences_comparisons_loads_each_recorded_model_on_the_first_n_of_each_half(monkeypatch):
+    """Models missing from the record are skipped; each other model is loaded (with the device and dtype given) and
+    measured on the first n_authors sentences of each half; its base AUROC is scikit-learn's on those margins."""
+    from types import SimpleNamespace
+
+    from sklearn.metrics import roc_auc_score
+
+    import corekit.chapters.llm_agreement_axis as chapter
+    loaded = []
+
+    def fake_load(name, device, dtype):
+        loaded.append((name, device, dtype))
+        return tiny("llama")
+
+    monkeypatch.setattr(chapter, "load", fake_load)
+    train, test = agreement.split(12, 12, seed=5)
+    their = SimpleNamespace(train=train, test=test, clean=lambda te: [i % 2 == 0 for i in range(len(te))])
+    rows = [{"layer": k, "keep_only": 0.5, "remove": 0.5, "flip": 0.5} for k in range(3)]
+    authors = {"models": {"tiny": {"layer_sweep": rows}}}
+    got = chapter.authors_sentences_comparisons(["absent", "tiny"], authors, their, 8, batch_size=4, device="cpu",
+                                                dtype="float32")
+    assert list(got) == ["tiny"] and loaded == [("tiny", "cpu", "float32")]
+    c = got["tiny"]
+    assert c.measured.test.batch.prompts == [s.prompt for s in test[:8]] and len(c.measured.train.y) == 8
+    y, value = np.array(agreement.labels(test[:8])), c.measured.test.last.value.cpu().numpy()
+    assert c.base == pytest.approx(roc_auc_score(y, value), abs=1e-12) and c.n_well_formed == 4
+    everything = chapter.authors_sentences_comparisons(["tiny"], authors, their, None, batch_size=4)
+    assert len(everything["tiny"].measured.test.y) == 12
+
+
+def test_authors_note_rate_and_undecided_generation_by_hand():
+    from corekit.chapters.llm_agreement_axis import authors_note, generation_undecided, rate_or_none
+    authors = {"n_samples": 500, "models": {"m": {"chosen_layer": 7, "n_layers": 9, "margin_fit": {"r2": 0.8},
+                                                  "flip_auroc": 0.1}}}
+    assert authors_note(authors, "m", "chosen_layer") == " (authors' code on their sentences, n = 500: 7 of 9)"
+    assert authors_note(authors, "m", "margin_r2").endswith(": 0.8 (fitted and scored on their test half))")
+    assert authors_note(authors, "m", "flip_auroc").endswith("n = 500: 0.1)")
+    assert authors_note(authors, "other", "flip_auroc") == "" and authors_note(None, "m", "flip_auroc") == ""
+    assert rate_or_none(Generation("greedy", 1, [], [], [], [], right=3, switched=2)) == 0.6667
+    assert rate_or_none(Generation("greedy", 1, [], [], [], [], right=0, switched=0)) is None
+    few = Generation("sampled", 1, [], [], [], [], right=10, switched=9)             # Wilson high end ≥ 0.8
+    assert stats.wilson_interval(9, 10)[1] >= 0.8
+    assert generation_undecided(few, 64).startswith("only 10 of the 64 prompts give a scorable continuation")
+    assert generation_undecided(Generation("sampled", 1, [], [], [], [], right=10, switched=0), 64) is None
+    assert generation_undecided(Generation("sampled", 1, [], [], [], [], right=100, switched=90), 400) is None
+
+
+def test_spread_layers_by_hand():
+    from corekit.chapters.llm_agreement_axis import spread_layers
+    assert spread_layers(18, 2, 16) == [9, 16, 18]
+    assert spread_layers(30, 4, 22) == [8, 15, 22, 30]                      # 7.5 and 22.5 round to even
+    assert spread_layers(3, None, 2) == [0, 1, 2, 3]
+
+
+def test_spearman_pairs_against_scipy_and_a_bootstrap_loop():
+    from scipy.stats import spearmanr
+
+    from corekit.chapters.llm_agreement_axis import spearman_pairs
+    g = np.random.default_rng(1)
+    z = {name: torch.as_tensor(g.normal(size=15)) for name in ("a", "b", "c")}
+    names, rho, pairs = spearman_pairs(z, n_boot=40, seed=2)
+    assert names == ["a", "b", "c"] and list(pairs) == ["a ~ b", "a ~ c", "b ~ c"]
+    np.testing.assert_allclose(rho, spearmanr(np.stack([z[n].numpy() for n in names], axis=1))[0], atol=1e-12)
+    for pair, got in pairs.items():
+        x, y = (z[n].numpy() for n in pair.split(" ~ "))
+        rng = np.random.default_rng(2)                                      # the same seed for every pair
+        draws = [spearmanr(x[idx], y[idx])[0] for idx in rng.integers(0, 15, size=(40, 15))]
+        assert got["rho"] == round(spearmanr(x, y)[0], 4)
+        assert got["ci95"] == pytest.approx([round(v, 4) for v in np.quantile(draws, [0.025, 0.975])], abs=1.01e-4)

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from corekit import scaling
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.device import default_device
 from corekit.models import BatchedTransformer, TransformerConfig
@@ -336,3 +337,112 @@ def point_taus(results: Sequence[RunResult], key: str, censored_as_bound: bool =
         elif r.censored and censored_as_bound:
             out[getattr(r, key)].append(r.tau_lower_bound)
     return {k: np.asarray(v, dtype=float) for k, v in sorted(out.items())}
+
+
+def run_both_sweeps(p_specs: Sequence[RunSpec], omega_specs: Sequence[RunSpec], p_settings: SweepSettings,
+                    omega_settings: SweepSettings, **options) -> tuple[list[RunResult], list[RunResult], list[RunResult]]:
+    """Return (p sweep's results, ω sweep's results, every distinct result once), a run in both trained once when the
+    settings agree; ``options`` go to :func:`run_sweep`."""
+    if omega_settings == p_settings:
+        by_spec = {r.spec: r for r in run_sweep(list(dict.fromkeys(list(p_specs) + list(omega_specs))), p_settings,
+                                                **options)}
+        p_runs, omega_runs = [by_spec[s] for s in p_specs], [by_spec[s] for s in omega_specs]
+    else:
+        p_runs, omega_runs = run_sweep(p_specs, p_settings, **options), run_sweep(omega_specs, omega_settings, **options)
+    return p_runs, omega_runs, list({id(r): r for r in p_runs + omega_runs}.values())
+
+
+def power_law_exponent(x, tau) -> float:
+    """Return the exponent k of the least-squares power law τ ≈ c x^k through x (n,) and τ (n,)."""
+    return scaling.power_law_fit(x, tau).params["k"]
+
+
+def no_fit_interval(n_boot: int) -> scaling.Interval:
+    """Return the Interval of a statistic that could not be fitted: NaN estimate and bounds, all ``n_boot`` failed."""
+    return scaling.Interval(*[float("nan")] * 3, n_boot=n_boot, failed=n_boot)
+
+
+def exponent_interval(points: dict[float, np.ndarray], n_boot: int) -> scaling.Interval:
+    """Return the bootstrap interval of the power-law exponent over ``points`` {x: τ (n,)} (no fit when not fittable)."""
+    return (scaling.bootstrap(points, power_law_exponent, n_boot=n_boot) if scaling.fittable(points)
+            else no_fit_interval(n_boot))
+
+
+def log_law_r2_inside(p, tau) -> float | None:
+    """Return the log law's R² (3 decimals) on moduli p (n,) and τ (n,), None when it fails or pins p_c at an end of
+    (0, min p)."""
+    try:
+        fit = scaling.log_law_fit(p, tau)
+    except (RuntimeError, ValueError):
+        return None
+    return round(fit.r2, 3) if 1e-3 * min(p) < fit.params["p_c"] < (1 - 1e-3) * min(p) else None
+
+
+@dataclass
+class SweepFits:
+    """The fits of both sweeps: each sweep's points {x: τ (n,)}, the power-law fits and bootstrap exponent intervals
+    {"ω" or "p": ...} of the fittable ones, the ω exponent with censored runs at their lower bound, and over p the log
+    law −Ω log(1 − p_c/p) (None: too few points, or ``log_error`` when it did not converge), its p_c interval and its
+    comparison with the power law (:func:`corekit.scaling.compare_laws`)."""
+
+    omega_points: dict[float, np.ndarray]
+    p_points: dict[float, np.ndarray]
+    fits: dict[str, scaling.Fit]
+    exponents: dict[str, scaling.Interval]
+    omega_k_bound: float
+    log_fit: scaling.Fit | None
+    log_error: str | None
+    p_c_interval: scaling.Interval | None
+    laws: dict[str, float] | None
+
+
+def fit_sweeps(omega_runs: Sequence[RunResult], p_runs: Sequence[RunResult], n_boot: int) -> SweepFits:
+    """Return :class:`SweepFits` of the ω and p sweeps, every bootstrap over ``n_boot`` seed resamples."""
+    omega_points, p_points = point_taus(omega_runs, "weight_decay"), point_taus(p_runs, "p")
+    fits, exponents = {}, {}
+    for name, points in (("ω", omega_points), ("p", p_points)):
+        if scaling.fittable(points):
+            fits[name] = scaling.power_law_fit(*scaling.geometric_means(points))
+            exponents[name] = scaling.bootstrap(points, power_law_exponent, n_boot=n_boot)
+    omega_bound_points = point_taus(omega_runs, "weight_decay", censored_as_bound=True)
+    omega_k_bound = scaling.power_law_fit(*scaling.geometric_means(omega_bound_points)).params["k"] \
+        if scaling.fittable(omega_bound_points) else float("nan")
+    log_fit, log_error = None, None
+    if scaling.fittable(p_points) and len(p_points) >= 3:
+        try:
+            log_fit = scaling.log_law_fit(*scaling.geometric_means(p_points))
+        except RuntimeError as err:                       # no convergence: reported, not hidden
+            log_error = str(err)
+    p_c_interval, laws = None, None
+    if log_fit is not None:
+        p_c_interval = scaling.bootstrap(p_points, lambda x, g: scaling.log_law_fit(x, g).params["p_c"], n_boot=n_boot)
+        laws = scaling.compare_laws(*scaling.geometric_means(p_points))
+    return SweepFits(omega_points, p_points, fits, exponents, omega_k_bound, log_fit, log_error, p_c_interval, laws)
+
+
+def draw_tau_panel(ax, points: dict[float, np.ndarray], runs: Sequence[RunResult], key: str, name: str,
+                   fit=None, exponent=None, n_boot: int = 1000) -> None:
+    """Draw one panel of τ against ``key`` on ``ax``: every seed (grey), the censored runs' lower bounds (open
+    triangles) and, given the power-law ``fit`` with its ``exponent`` interval, the geometric means and the fit with
+    its bootstrap band (:func:`corekit.scaling.power_law_band`, ``n_boot`` resamples), on log axes ticked at the
+    swept values."""
+    from matplotlib import ticker
+
+    for x, taus in points.items():
+        ax.scatter([x] * len(taus), taus, color="0.6", s=12)
+    lower = [(getattr(r, key), r.tau_lower_bound) for r in runs if r.censored]
+    if lower:
+        ax.scatter(*zip(*lower), marker="^", facecolor="none", edgecolor="C3", s=30, label="censored (τ > shown)")
+    ax.set(xscale="log", yscale="log", xlabel=name, ylabel="τ (steps)")
+    ax.set_xticks(list(points))
+    ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    if fit is None:
+        return
+    xg, gm = scaling.geometric_means(points)
+    ax.scatter(xg, gm, color="black", s=24, zorder=3, label="geometric mean")
+    xs = np.geomspace(min(points), max(points), 50)
+    ax.plot(xs, fit.predict(xs), color="C0",
+            label=f"power law: k = {exponent.estimate:.2f} [{exponent.low:.2f}, {exponent.high:.2f}]")
+    band = scaling.power_law_band(points, xs, n_boot)
+    ax.fill_between(xs, band.low, band.high, color="C0", alpha=0.2, lw=0)

@@ -10,7 +10,8 @@ core dimensions keep-only needs, :func:`fit_margin` fits the margin on the coord
 :func:`newest_position_generation` steers it as the ACE authors' demo does (the newest position only,
 a strength chosen at every step). Every figure reported comes from the held-out prompts.
 :func:`model_nulls` and :func:`cross_model_nulls` measure the same statistics without the axis (random directions,
-shuffled prompts), and :func:`authors_comparison` runs the pipeline on the authors' sentences beside their code's record.
+shuffled prompts), and :func:`authors_comparison` runs the pipeline on the authors' sentences beside their code's record
+(:func:`authors_sentences_comparisons`: every recorded model, loaded and measured on their split).
 
 ``find_axis(..., last_layer="post_norm")`` reproduces one step of the authors' ``SVA_uni.py``: at the
 last layer L their axis and mean come from ``hidden_states[L]``, the output of the final norm, while
@@ -37,6 +38,7 @@ from corekit.lm import (
     encode,
     generate,
     last_token,
+    load,
     n_offsets,
     position_means,
     prefix,
@@ -568,3 +570,62 @@ def authors_comparison(m: Measured, record: dict, well_formed: Sequence[bool]) -
 def recipe_spearman(a: AuthorsComparison, b: AuthorsComparison) -> dict[str, float]:
     """Return {recipe: Spearman ρ of the two models' held-out coordinates, each at its own layer of that recipe}."""
     return {recipe: stats.spearman(a.z_test[recipe], b.z_test[recipe]) for recipe in LAST_LAYER_RECIPES}
+
+
+def authors_sentences_comparisons(names: Sequence[str], authors: dict, their, n_authors: int | None, batch_size: int,
+                                  device: str = "auto", dtype: str = "auto") -> dict[str, AuthorsComparison]:
+    """Return {name: :class:`AuthorsComparison`} for each of ``names`` in the authors' record (``authors["models"]``),
+    the model loaded afresh and measured on the first ``n_authors`` of each half of ``their`` split (None: all of it)."""
+    out = {}
+    for name in names:
+        if name not in authors["models"]:
+            continue
+        tr, te = (their.train, their.test) if n_authors is None else (their.train[:n_authors], their.test[:n_authors])
+        mt = measure(load(name, device=device, dtype=dtype), name, tr, te, batch_size)
+        out[name] = authors_comparison(mt, authors["models"][name], their.clean(te))
+    return out
+
+
+def authors_note(authors: dict | None, name: str, key: str) -> str:
+    """Return a note for a claim's statistic quoting the authors' code on their own sentences (``authors`` their record,
+    ``key`` one of its per-model entries), or "" when the record has no such model."""
+    rec = (authors or {}).get("models", {}).get(name)
+    if rec is None:
+        return ""
+    value = {"chosen_layer": f"{rec['chosen_layer']} of {rec['n_layers']}",
+             "margin_r2": f"{rec['margin_fit']['r2']} (fitted and scored on their test half)"}.get(key, rec.get(key))
+    return f" (authors' code on their sentences, n = {authors['n_samples']}: {value})"
+
+
+def rate_or_none(gen: Generation) -> float | None:
+    """Return a Generation's flip rate rounded to 4 decimals, or None when no continuation was scorable."""
+    return None if np.isnan(gen.rate) else round(gen.rate, 4)
+
+
+def generation_undecided(gen: Generation, n_prompts: int) -> str | None:
+    """Return why a generation flip claim (≥ 0.8 of ≥ 100 scorable continuations of ``n_prompts`` prompts) is undecided:
+    fewer than 100 scorable while the Wilson interval still reaches 0.8; None when it is decided."""
+    lo, hi = gen.interval
+    short = gen.right < 100 and hi >= 0.8
+    return (f"only {gen.right} of the {n_prompts} prompts give a scorable continuation (the claim "
+            f"needs 100) and the Wilson interval [{lo:.3f}, {hi:.3f}] reaches 0.8; the cpu profile "
+            "generates from 400 prompts") if short else None
+
+
+def spread_layers(n_layers: int, n: int | None, chosen: int) -> list[int]:
+    """Return the sorted layers a from-subject sweep visits: n evenly spaced layers L/n, 2L/n, …, L (rounded; None:
+    every layer 0 … L) and the ``chosen`` layer."""
+    spread = range(n_layers + 1) if n is None else np.linspace(0, n_layers, n + 1)[1:]
+    return sorted({int(round(x)) for x in spread} | {chosen})
+
+
+def spearman_pairs(coordinates: dict[str, Tensor], n_boot: int, seed: int) -> tuple[list[str], np.ndarray, dict]:
+    """Return (names, Spearman ρ matrix (M, M), {"a ~ b": {"rho", "ci95"}} for every pair a < b, rounded to 4 decimals)
+    of the models' coordinates z (N,) on the same prompts, the interval a percentile bootstrap of the prompts
+    (``n_boot`` resamples, seeded ``seed`` for every pair)."""
+    names, rho = stats.spearman_matrix(coordinates)
+    pairs = {f"{a} ~ {b}": {"rho": round(float(rho[i, j]), 4),
+                            "ci95": [round(v, 4) for v in stats.bootstrap_interval(
+                                stats.spearman, (coordinates[a], coordinates[b]), n_boot=n_boot, seed=seed)]}
+             for i, a in enumerate(names) for j, b in enumerate(names) if j > i}
+    return names, rho, pairs
