@@ -10,6 +10,7 @@ import torch
 pytest.importorskip("transformers")
 from test_llm import tiny  # noqa: E402
 
+from corekit import subspaces  # noqa: E402
 from corekit.chapters import two_lenses as ae  # noqa: E402
 from corekit.chapters.llm_agreement_axis import find_axis, measure  # noqa: E402
 from corekit.entk import ResidualStreamNTK, dense_eigenpairs  # noqa: E402
@@ -80,12 +81,12 @@ def test_span_cos2_is_the_cosine_of_scipys_principal_angle_and_the_random_null_h
     gen = torch.Generator().manual_seed(1)
     q, Q = torch.randn(40, generator=gen, dtype=torch.float64), torch.randn(40, 5, generator=gen, dtype=torch.float64)
     angle = subspace_angles(q[:, None].numpy(), Q.numpy())[0]
-    assert ae.span_cos2(q, Q) == pytest.approx(np.cos(angle) ** 2, abs=1e-12)
-    assert ae.span_cos2(Q[:, 0] + 2 * Q[:, 3], Q) == pytest.approx(1.0, abs=1e-12)
-    null = ae.random_span_cos2(40, 5, samples=2000, seed=0)
+    assert subspaces.span_cos2(q, Q) == pytest.approx(np.cos(angle) ** 2, abs=1e-12)
+    assert subspaces.span_cos2(Q[:, 0] + 2 * Q[:, 3], Q) == pytest.approx(1.0, abs=1e-12)
+    null = subspaces.random_span_cos2(40, 5, samples=2000, seed=0)
     assert abs(null.mean() - 5 / 40) < 4 * null.std() / np.sqrt(len(null))
     with pytest.raises(ValueError, match="k must be"):
-        ae.random_span_cos2(40, 41)
+        subspaces.random_span_cos2(40, 41)
 
 
 def test_random_scores_are_projections_on_unit_directions():

@@ -71,8 +71,8 @@ def _entk_mlp_run() -> tuple[dict, History]:
 
 def _sweep_run() -> tuple[dict, list]:
     """Notebook 03: a grokking-time sweep over two moduli, shards trained as batched programs."""
-    settings = SweepSettings(d_model=16, n_heads=2, d_mlp=32, norm="pre", lr=1e-2, max_steps=20, margin=10,
-                             eval_every=10)
+    model = TransformerConfig(vocab=1, n_ctx=1, d_model=16, n_heads=2, d_mlp=32, norm="pre")   # vocab, n_ctx: per p
+    settings = SweepSettings(model=model, lr=1e-2, max_steps=20, margin=10, eval_every=10)
     results = run_sweep(grid([5, 7], [1.0, 2.0], [0]), settings, device="cpu", progress=False)
     return {}, [(r.spec, r.t_train, r.t_test, r.tau, r.steps, r.train_acc, r.test_acc) for r in results]
 
