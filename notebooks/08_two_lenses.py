@@ -555,8 +555,8 @@ claims.check("entk_rises_before_core_settles", by_seed([t_ace[i] - t_entk[i] for
                        f"of the ACE core (snapshots every {dynamics_every_epochs} epochs: at least one snapshot later)",
              null=Null("the held-out accuracy's steepest rise in place of the eNTK's",
                        by_seed([t_ace[i] - t_test[i] for i in range(len(seeds))])),
-             why=f"[eNTK steepest rise, core settles] epochs per seed: "
-                 f"{ {seeds[i]: [round(t_entk[i]), round(t_ace[i])] for i in range(len(seeds))} }")
+             why="the eNTK's steepest rise and the core's settling, in epochs: "
+                 + "; ".join(f"seed {s} {round(e)} and {round(a)}" for s, e, a in zip(seeds, t_entk, t_ace)))
 tol = [max(2 * dynamics_every_epochs, 0.15 * g) if g is not None else None for g in grok_epoch]
 off = lambda t, i: None if grok_epoch[i] is None or t is None else round(abs(t - grok_epoch[i]) / tol[i], 3)  # noqa: E731
 claims.check("core_settles_at_grokking", {seeds[i]: off(t_ace[i], i) for i in range(len(seeds))}, at_most(1),
@@ -565,8 +565,8 @@ claims.check("core_settles_at_grokking", {seeds[i]: off(t_ace[i], i) for i in ra
                                       "groks has none",
              null=Null("the epoch the model fits its training pairs (train ≥ 0.99) in place of the core's settling",
                        {seeds[i]: off(memorised[i], i) for i in range(len(seeds))}),
-             why="[core settles, train ≥ 0.99, grokking] epochs per seed: "
-                 f"{ {seeds[i]: [round(t_ace[i]), memorised[i], grok_epoch[i]] for i in range(len(seeds))} }")
+             why="the core settles, train accuracy reaches 0.99, test accuracy reaches 0.99, in epochs: "
+                 + "; ".join(f"seed {s} {round(a)}, {m}, {g}" for s, a, m, g in zip(seeds, t_ace, memorised, grok_epoch)))
 where = f"{language_model}, layer {layer}, {int(test_mask.sum())} held-out prompts of {number.tokens} tokens"
 
 
