@@ -60,11 +60,14 @@ output_dir: str = ""  # path; empty: the claims table and figures stay in the ex
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from corekit import ace, plots, subspaces
 from corekit.chapters import markov_cores
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks import markov
 from corekit.train import Dataset, train_ensemble
 
@@ -99,15 +102,14 @@ chains = {"paper": markov.validate_transition(transition),
 # %%
 n_states = {name: T.shape[0] for name, T in chains.items()}
 expected_rank = {name: markov.expected_core_rank(T) for name, T in chains.items()}
-for name, T in chains.items():
-    print(f"{name} chain: π = {np.round(markov.stationary_distribution(T), 4)}; "
-          f"Bayes accuracy {markov.bayes_accuracy(T):.4f}; stationary guess {markov.stationary_guess_accuracy(T):.4f}; "
-          f"rank(T − 1πᵀ) = {expected_rank[name]} (cap K − 1 = {n_states[name] - 1}); "
-          f"core eigenvalues {np.round(markov.core_eigenvalues(T, expected_rank[name]), 4)}; "
-          f"R²_oracle = {markov.oracle_r2(T):.4f}")
-
 data = {name: markov_cores.chain_datasets(T, n_train, n_test, seq_len, seed=data_seed + 2 * i)
         for i, (name, T) in enumerate(chains.items())}                   # train on seed, test on seed + 1
+table([{"chain": name, "π": markov.stationary_distribution(T), "Bayes accuracy": markov.bayes_accuracy(T),
+        "stationary guess": markov.stationary_guess_accuracy(T), "rank(T − 1πᵀ)": expected_rank[name],
+        "cap K − 1": n_states[name] - 1,
+        "core eigenvalues": [f"{z:g}" for z in np.round(markov.core_eigenvalues(T, expected_rank[name]), 4)],
+        "R²_oracle": markov.oracle_r2(T)} for name, T in chains.items()],
+      caption="Each chain and what an ideal predictor of it achieves", digits=4)
 
 # %% [markdown]
 # ## Training, and two controls
@@ -121,7 +123,8 @@ data = {name: markov_cores.chain_datasets(T, n_train, n_test, seq_len, seed=data
 #   the input: such a model can learn $\pi$ and nothing about the current state.
 #
 # If a linear read-out of the current token alone gave the headline numbers, the controls would
-# reach them too.
+# reach them too. {numref}`fig-01-training` follows every seed's held-out accuracy during training
+# against the Bayes accuracy and the stationary guess.
 
 # %%
 configs = {name: TransformerConfig(vocab=K, n_ctx=seq_len, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp,
@@ -139,7 +142,7 @@ for name, train_set in train_sets.items():
 untrained = {name: BatchedTransformer(config, seeds).to(dev).eval() for name, config in configs.items()}
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out next-state accuracy during training, one colour per seed, against the Bayes accuracy (dashed black) and the stationary guess (dotted grey): left the paper's chain (dashed lines: the shuffled-target control), right the rank-deficient chain.", "name": "fig-01-training"}}
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+fig, axes = panel_grid(2, ncols=2, panel=(5, 3.4), sharey=True)
 for ax, chain in zip(axes, chains):
     runs = ["paper", "shuffled"] if chain == "paper" else ["deficient"]
     for run, style in zip(runs, ["-", "--"]):
@@ -148,9 +151,9 @@ for ax, chain in zip(axes, chains):
                     label=f"seed {seed}" + (" (shuffled targets)" if run == "shuffled" else ""))
     ax.axhline(markov.bayes_accuracy(chains[chain]), color="black", ls="--", lw=1, label="Bayes accuracy")
     ax.axhline(markov.stationary_guess_accuracy(chains[chain]), color="0.5", ls=":", lw=1, label="stationary guess")
-    ax.set(xlabel="step", title=f"{chain} chain: next-state accuracy, 512 held-out sequences")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="step", title=f"{chain} chain, 512 held-out sequences")
 axes[0].set_ylabel("test accuracy")
+fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=4)
 figures.save(fig, "training_curves")
 plt.show()
 
@@ -161,7 +164,8 @@ plt.show()
 # outputs are the centred logits, so $\mathrm{Obs} = \mathbb{E}[J^\top J]$ sees only what can change
 # a prediction. The core rank is the smallest $r$ whose $\sigma^2$ hold a fraction `energy_threshold`
 # of the total. The controls go through the same extraction; each ensemble is listed with the chain
-# whose sequences it reads.
+# whose sequences it reads. {numref}`fig-01-spectrum` shows each component's share of $\sigma^2$ for
+# the trained models and the controls, against $\operatorname{rank}(T - \mathbf{1}\pi^\top)$.
 
 # %%
 ensembles = {"paper": ("paper", models["paper"]), "paper, untrained": ("paper", untrained["paper"]),
@@ -172,27 +176,30 @@ for name, (chain, model) in ensembles.items():
     train_set, test_set = data[chain]
     results[name] = ace.next_token_ace(model, train_set.x.to(dev), test_set.x.to(dev), test_set.y.to(dev),
                                        energy_threshold)
-    print(f"{name}: held-out accuracy {results[name].base_acc.cpu().numpy().round(4)}; core rank by energy "
-          f"per seed {results[name].rank.tolist()} (rank(T − 1πᵀ) = {expected_rank[chain]})")
 test_acc = {name: results[name].base_acc.double().cpu().numpy() for name in chains}
+table([{"ensemble": name, "held-out accuracy": results[name].base_acc.cpu().numpy(),
+        "core rank by energy": results[name].rank.tolist(), "rank(T − 1πᵀ)": expected_rank[chain]}
+       for name, (chain, _model) in ensembles.items()],
+      caption=f"Each ensemble's held-out accuracy and core rank, per seed ({', '.join(map(str, seeds))})", digits=4)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "ACE spectrum (each component's share of \u03c3\u00b2) of the trained models (circles), their untrained twins (crosses) and the shuffled-target control (squares). The dashed line marks the rank of T \u2212 1\u03c0\u1d40, the dimensions a model needs to carry the chain's algorithm; the dotted line is the energy threshold.", "name": "fig-01-spectrum"}}
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+fig, axes = panel_grid(2, ncols=2, panel=(5, 3.6), sharey=True)
 for ax, chain in zip(axes, chains):
-    for name, style in [(chain, "o-"), (f"{chain}, untrained", "x:"), (f"{chain}, shuffled", "s--")]:
+    for name, kind, style in [(chain, "trained", "o-"), (f"{chain}, untrained", "untrained", "x:"),
+                              (f"{chain}, shuffled", "shuffled targets", "s--")]:
         if name not in results:
             continue
         sigma2 = results[name].core.sigma.square().cpu().numpy()
         energy = sigma2 / sigma2.sum(-1, keepdims=True)
         for m, seed in enumerate(seeds):
             ax.semilogy(np.arange(1, n_states[chain] + 2), energy[m, :n_states[chain] + 1].clip(1e-18), style, ms=4,
-                        color=f"C{m}", label=f"{name}, seed {seed}")
-    ax.axvline(expected_rank[chain] + 0.5, color="black", ls="--", lw=1,
-               label=f"rank(T − 1πᵀ) = {expected_rank[chain]}")
-    ax.axhline(1 - energy_threshold, color="0.5", ls=":", lw=1)
-    ax.set(xlabel="component", title=f"ACE spectrum, {chain} chain")
-    ax.legend(fontsize=6, ncol=2)
+                        color=f"C{m}", label=f"{kind}, seed {seed}")
+    ax.axvline(expected_rank[chain] + 0.5, color="black", ls="--", lw=1, label="rank(T − 1πᵀ)")
+    ax.axhline(1 - energy_threshold, color="0.5", ls=":", lw=1, label="1 − energy threshold")
+    ax.set(xlabel="component", title=f"{chain} chain, rank(T − 1πᵀ) = {expected_rank[chain]}")
+    integer_ticks(ax, "x")
 axes[0].set_ylabel("σ² / Σσ²")
+fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=4)
 figures.save(fig, "ace_spectrum")
 plt.show()
 
@@ -203,19 +210,21 @@ plt.show()
 # training mean, $h \mapsto \mu + QQ^\top(h - \mu)$) or remove them ($h \mapsto h - QQ^\top(h - \mu)$),
 # and measure next-state accuracy for every $r$. Both ablations are taken about the training mean
 # $\mu$, as defined on [the method page](../book/ace.md). The controls are ablated the same way, each
-# at its own energy rank.
+# at its own energy rank. {numref}`fig-01-ablations` plots both accuracies of the trained models
+# against $r$.
 
 # %%
 validation = {}
 for name, (chain, _model) in ensembles.items():
     validation[name] = markov_cores.validate_at_energy_rank(results[name],
                                                             markov.stationary_guess_accuracy(chains[chain]) + 0.01)
-    print(f"{name}: sufficient rank {validation[name]['sufficient']}, necessary rank "
-          f"{validation[name]['necessary']}; keep-only / model accuracy at the core rank "
-          f"{validation[name]['ratio'].round(4)}, accuracy after removal {validation[name]['removed'].round(4)}")
+table([{"ensemble": name, "sufficient rank": val["sufficient"], "necessary rank": val["necessary"],
+        "keep-only / model accuracy": val["ratio"], "accuracy after removal": val["removed"]}
+       for name, val in validation.items()],
+      caption="Ablations of each ensemble at its energy rank, per seed (necessary rank −1: none)", digits=4)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy when only the top-r core directions are kept (circles) or removed (squares), against r: a sufficient core reaches the Bayes accuracy (dashed) at small r, and a necessary one leaves about the stationary guess (dotted) once removed.", "name": "fig-01-ablations"}}
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+fig, axes = panel_grid(2, ncols=2, panel=(5, 3.6), sharey=True)
 for ax, chain in zip(axes, chains):
     res = results[chain]
     for m, seed in enumerate(seeds):
@@ -224,8 +233,9 @@ for ax, chain in zip(axes, chains):
     ax.axhline(markov.bayes_accuracy(chains[chain]), color="black", ls="--", lw=1, label="Bayes")
     ax.axhline(markov.stationary_guess_accuracy(chains[chain]), color="0.5", ls=":", lw=1, label="stationary guess")
     ax.set(xlabel="core rank r", title=f"Ablations against rank, {chain} chain")
-    ax.legend(ncol=2, fontsize=7)
+    integer_ticks(ax, "x")
 axes[0].set_ylabel("held-out accuracy")
+fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=4)
 figures.save(fig, "ablations")
 plt.show()
 
@@ -249,18 +259,19 @@ plt.show()
 # reports $R^2_\text{core}/R^2_\text{oracle} > 0.98$; the whitened definition is this book's choice,
 # made so that the oracle depends on $T$ alone and any correct core can reach it. The
 # controls are fitted at the rank $\operatorname{rank}(T - \mathbf{1}\pi^\top)$ a correct core has,
-# whatever their own energy rank: the most favourable rank for them.
+# whatever their own energy rank: the most favourable rank for them. {numref}`fig-01-operator` sets
+# the fitted eigenvalues of each seed and of its untrained control beside the chain's own.
 
 # %%
 identified = {}
 for name, (chain, _model) in ensembles.items():
     fit = markov_cores.identify_operator(results[name], chains[chain], None if name == chain else expected_rank[chain])
     identified[name] = fit
-    print(f"{name}: max |eig(A) − eig(T)| per seed {np.round(fit['err'], 4)}; "
-          f"R²_core / R²_oracle per seed {fit['r2_ratio'].round(4)}")
+table([{"ensemble": name, "max |eig(A) − eig(T)|": fit["err"], "R²_core / R²_oracle": fit["r2_ratio"]}
+       for name, fit in identified.items()], caption="The operator fitted on each ensemble's core, per seed", digits=4)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvalues of the transition operator fitted on the core coordinates (dots, one colour per seed) and on the untrained control (crosses), with the chain's own core eigenvalues as the reference: a recovered algorithm puts the dots on the reference points.", "name": "fig-01-operator"}}
-fig, axes = plt.subplots(1, 2, figsize=(10, 4.8))
+fig, axes = panel_grid(2, ncols=2, panel=(5, 4.8))
 for ax, chain in zip(axes, chains):
     plots.complex_plane(ax, reference=markov.core_eigenvalues(chains[chain], expected_rank[chain]))
     for m, seed in enumerate(seeds):
@@ -270,7 +281,7 @@ for ax, chain in zip(axes, chains):
         ax.scatter(lam.real, lam.imag, s=25, marker="x", color=f"C{m}",
                    label=f"untrained control, seed {seed}", zorder=4)
     ax.set_title(f"Fitted operator, {chain} chain")
-    ax.legend(loc="lower left", fontsize=7)
+fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=4)
 figures.save(fig, "operator_eigenvalues")
 plt.show()
 
@@ -299,14 +310,13 @@ T_def, K = chains["deficient"], n_states["deficient"]
 merged = markov_cores.shared_row_analysis(models["deficient"], results["deficient"], T_def, data["deficient"][1].x)
 shared, shared_distance, apart_distance = merged.shared, merged.shared_distance, merged.apart_distance
 print(f"π = {np.round(markov.stationary_distribution(T_def), 4)}; states sharing a row: {shared}")
-for m, seed in enumerate(seeds):
-    dist = merged.distances[m]
-    print(f"seed {seed}: whitened distance of shared-row states "
-          + ", ".join(f"{a}–{b} {float(dist[a, b]):.3f}" for a, b in shared)
-          + f" (largest between different rows {apart_distance[m]:.3f})")
-    for k in range(K):
-        print(f"    core removed, current state {k}: predicted next state shares "
-              f"{np.round(merged.shares[m, k].cpu().numpy(), 3)}")
+display(table([{"seed": seed, **{f"distance {a}–{b}": float(merged.distances[m][a, b]) for a, b in shared},
+                "largest distance, different rows": apart_distance[m]} for m, seed in enumerate(seeds)],
+              caption="Whitened distance between the mean core coordinates of states that share a row, per seed"))
+table([{"seed": seed, "current state": k, **{f"→ {j}": share for j, share in enumerate(merged.shares[m, k].tolist())}}
+       for m, seed in enumerate(seeds) for k in range(K)],
+      caption="With the core removed: the share of held-out positions at each current state predicted to go to "
+              "each next state (→ j)")
 
 # %% [markdown]
 # ## Compare models: different weights, different subspaces, the same computation
@@ -319,7 +329,9 @@ for m, seed in enumerate(seeds):
 # information up to a change of coordinates). The controls get the canonical correlations too. For the
 # two claims of *difference* (small weight cosines, overlaps at the level of chance) the reference that
 # must fail is a case that is not at chance: each model against itself, and for the weights each
-# trained model against its own initialisation (training continued from it).
+# trained model against its own initialisation (training continued from it). {numref}`fig-01-seeds`
+# shows the three views for every pair of seeds on the paper's chain, and {numref}`fig-01-controls`
+# sets each ensemble's headline numbers beside those of the controls.
 
 # %%
 M = len(seeds)
@@ -331,31 +343,36 @@ compared = {}
 for name, (chain, _model) in ensembles.items():
     ranks_used = markov_cores.fit_ranks(results[name], None if name == chain else expected_rank[chain])
     compared[name] = markov_cores.compare_seeds(results[name], ranks_used)
-    print(f"{name}: smallest top-r canonical correlation {subspaces.off_diagonal(compared[name]['cca_min']).min():.4f}; "
-          f"projector overlaps {subspaces.off_diagonal(compared[name]['overlap']).round(4)}")
 print(f"max |cos| of weights: trained {np.abs(subspaces.off_diagonal(weight_cos)).max():.4f}, "
       f"at initialisation {np.abs(subspaces.off_diagonal(weight_cos_init)).max():.4f}; each trained model against "
       f"its own initialisation {np.abs(weight_cos_own_init).round(4)}")
+table([{"ensemble": name, "smallest canonical correlation": subspaces.off_diagonal(cmp["cca_min"]).min(),
+        "projector overlaps": subspaces.off_diagonal(cmp["overlap"])} for name, cmp in compared.items()],
+      caption="Each ensemble's seeds compared pairwise (overlaps in pair order "
+              + ", ".join(f"{seeds[a]}–{seeds[b]}" for a, b in pairs) + ")", digits=4)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Do the seeds agree? Left: |cos| between the seeds' weights; middle: the overlap of their core projectors; right: the smallest top-r canonical correlation of their core coordinates. Low weight cosines beside high core overlaps mean different weights carrying the same core.", "name": "fig-01-seeds"}}
-labels = [f"seed {s}" for s in seeds]
-fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), layout="constrained")
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Do the seeds agree? Top left: |cos| between the seeds' weights; top right: the overlap of their core projectors; bottom: the smallest top-r canonical correlation of their core coordinates. Low weight cosines beside high core overlaps mean different weights carrying the same core.", "name": "fig-01-seeds"}}
+labels = [str(s) for s in seeds]
+fig, axes = panel_grid(3, ncols=2, panel=(5, 4.2))
 plots.heatmap(axes[0], np.abs(weight_cos), labels, "|cos| of weights (paper chain)")
 plots.heatmap(axes[1], compared["paper"]["overlap"], labels, "core projector overlap")
 plots.heatmap(axes[2], compared["paper"]["cca_min"], labels, "min top-r canonical correlation")
+for ax in axes:
+    ax.set(xlabel="seed", ylabel="seed")
 figures.save(fig, "model_comparison")
 plt.show()
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Each ensemble's headline numbers (blue: trained on a chain, grey: controls): the smallest canonical correlation between seeds, the largest error of the fitted operator's eigenvalues, and the smallest ratio of the core's R\u00b2 to the oracle's.", "name": "fig-01-controls"}}
 names = list(ensembles)
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-for ax, (title, values) in zip(axes, [
-        ("min top-r canonical correlation", [subspaces.off_diagonal(compared[n]["cca_min"]).min() for n in names]),
-        ("max |eig(A) − eig(T)|", [max(identified[n]["err"]) for n in names]),
-        ("min R²_core / R²_oracle", [identified[n]["r2_ratio"].min() for n in names])]):
+fig, axes = panel_grid(3, ncols=2, panel=(5, 3.6))
+for ax, (title, ylabel, values) in zip(axes, [
+        ("min top-r canonical correlation", "canonical correlation",
+         [subspaces.off_diagonal(compared[n]["cca_min"]).min() for n in names]),
+        ("max |eig(A) − eig(T)|", "eigenvalue error", [max(identified[n]["err"]) for n in names]),
+        ("min R²_core / R²_oracle", "R² ratio", [identified[n]["r2_ratio"].min() for n in names])]):
     ax.bar(range(len(names)), values, color=["C0" if n in chains else "0.6" for n in names])
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
-    ax.set_title(title)
+    ax.set(title=title, xlabel="ensemble", ylabel=ylabel)
     ax.grid(axis="x", visible=False)
 figures.save(fig, "controls")
 plt.show()

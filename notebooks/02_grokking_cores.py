@@ -100,12 +100,15 @@ output_dir: str = ""  # path; empty: the claims table and figures stay in the ex
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from corekit import plots
 from corekit.chapters import grokking_cores
 from corekit.chapters.grokking_cores import ANALYSES
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks.modular import modular_addition
 from corekit.train import steps_per_epoch, train_ensemble
 
@@ -147,7 +150,8 @@ test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")     
 # which every weight-decay model has reached it. "Before grokking" is the memorisation checkpoint:
 # the first at which every weight-decay model fits its training pairs (accuracy ≥ 0.99), or the
 # checkpoint just before grokking if memorisation and grokking share a checkpoint
-# (`grokking_cores.grokking_points`).
+# (`grokking_cores.grokking_points`). {numref}`fig-02-accuracy` shows every model's held-out accuracy in
+# both branches, with the fork and the grokking step.
 
 # %%
 ckpt_test_acc, ckpt_train_acc = (grokking_cores.at_checkpoints(history, c, checkpoints) for c in (test_acc, train_acc))
@@ -167,7 +171,7 @@ ax.axvline(fork_step, color="0.6", ls=":", label="fork (ω→0)")
 if grok_step is not None:
     ax.axvline(grok_step, color="black", ls="--", lw=1, label="grokking")
 ax.set(xlabel="step", ylabel="accuracy", title=f"a + b mod {p}")
-ax.legend(ncol=2)
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "accuracy")
 plt.show()
 print("memorised at step:", memorised_step, " grokking step:", grok_step)
@@ -208,66 +212,70 @@ if export_checkpoints:
 # ## Crystallization and inflation of the core
 #
 # Energy rank, sufficient rank (keep-only within 0.001 of the model) and necessary rank (removal
-# down to $2/p$) at each checkpoint, under both analyses; solid lines keep weight decay, dashed lines
-# lost it at the fork.
+# down to $2/p$) at each checkpoint, under both analyses ({numref}`fig-02-ranks`: one row per rank,
+# corekit's analysis on the left, the authors' on the right); solid lines keep weight decay, dashed
+# lines lost it at the fork.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Energy, sufficient and necessary rank of the core over training, under this library's analysis (top) and the authors' (bottom), for the weight-decay branch (circles) and the \u03c9\u21920 branch (squares); the dashed line is grokking. Inflation would show as a rank that keeps climbing after it.", "name": "fig-02-ranks"}}
-fig, axes = plt.subplots(2, 3, figsize=(14, 6.4), sharey=True, sharex=True, layout="constrained")
-for row, a in zip(axes, ANALYSES):
-    for ax, name in zip(row, ("energy", "sufficient", "necessary")):
-        values = ranks[a][name]
-        ax.plot(checkpoints, values[:, :S].mean(1), "o-", ms=3, label=f"ω={weight_decay}")
-        ax.plot(checkpoints, values[:, S:].mean(1), "s--", ms=3, label="ω→0 at fork")
-        if grok_step is not None:
-            ax.axvline(grok_step, color="black", ls="--", lw=1, label="grokking")
-        ax.set(title=f"{a}: {name} rank (mean over seeds)")
-    row[0].set_ylabel("core dimensions")
-for ax in axes[1]:
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Energy, sufficient and necessary rank of the core over training (one row each), under this library's analysis (left) and the authors' (right), for the weight-decay branch (circles) and the \u03c9\u21920 branch (squares); the dashed line is grokking. Inflation would show as a rank that keeps climbing after it.", "name": "fig-02-ranks"}}
+rank_panels = [(name, a) for name in ("energy", "sufficient", "necessary") for a in ANALYSES]
+fig, axes = panel_grid(len(rank_panels), ncols=len(ANALYSES), panel=(5, 3), sharey=True, sharex=True)
+for ax, (name, a) in zip(axes, rank_panels):
+    values = ranks[a][name]                                          # (C, 2S)
+    ax.plot(checkpoints, values[:, :S].mean(1), "o-", ms=3, label=f"ω={weight_decay}")
+    ax.plot(checkpoints, values[:, S:].mean(1), "s--", ms=3, label="ω→0 at fork")
+    if grok_step is not None:
+        ax.axvline(grok_step, color="black", ls="--", lw=1, label="grokking")
+    ax.set(title=f"{a}: {name} rank (mean over seeds)")
+    integer_ticks(ax, "y")
+for ax in axes[::len(ANALYSES)]:
+    ax.set_ylabel("core dimensions")
+for ax in axes[-len(ANALYSES):]:
     ax.set_xlabel("step")
-axes[0, 0].legend()
+fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
 figures.save(fig, "core_ranks")
 plt.show()
 
 # %% [markdown]
 # ## The operator rotates onto the unit circle
 #
-# Eigenvalues of the fitted shift operator for the first seed (authors' analysis above, corekit's
-# below), before grokking, at grokking and at the end of training (both branches), and over training
-# the fit's $R^2$, the fraction of eigenvalues on the unit circle and the number of distinct
-# frequency modes out of $\lfloor p/2 \rfloor + 1$ (the authors' bins: $\lambda = -1$ folds into bin
-# $\lfloor p/2 \rfloor$).
+# {numref}`fig-02-eigenvalues` shows the eigenvalues of the fitted shift operator for the first seed
+# (authors' analysis in the top two rows, corekit's in the bottom two), before grokking, at grokking and
+# at the end of training (both branches). {numref}`fig-02-circle` follows over training the fit's
+# $R^2$, the fraction of eigenvalues on the unit circle and the number of distinct frequency modes out
+# of $\lfloor p/2 \rfloor + 1$ (the authors' bins: $\lambda = -1$ folds into bin $\lfloor p/2 \rfloor$).
 
 # %%
-for name, i in (("before grokking", i_before), ("at grokking", i_grok)):
-    print(f"{name}: step {checkpoints[i]}, ω models' test accuracy {ckpt_test_acc[i, :S].tolist()}, fit rank "
-          + ", ".join(f"{a} {runs[a]['fit_rank'][i][:S]}" for a in ANALYSES))
+table([{"checkpoint": name, "step": checkpoints[i], "test accuracy": ckpt_test_acc[i, :S].tolist(),
+        **{f"fit rank, {a}": runs[a]["fit_rank"][i][:S] for a in ANALYSES}}
+       for name, i in (("before grokking", i_before), ("at grokking", i_grok))],
+      caption=f"The ω models (seeds {', '.join(map(str, seeds))}) before and at grokking")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvalues of the shift operator fitted on the core, before grokking, at grokking and at the end of both branches, under both analyses: a learned modular algorithm puts them on the unit circle (the panel titles give the fraction there and the fit's R\u00b2).", "name": "fig-02-eigenvalues"}}
 panels = [(i_before, 0, "before grokking"), (i_grok, 0, "at grokking"), (final, 0, f"final, ω={weight_decay}"),
           (final, S, "final, ω→0")]
-fig, axes = plt.subplots(2, 4, figsize=(15, 7.6), layout="constrained")
-for row, a in zip(axes, ("authors", "corekit")):
-    for ax, (i, m, title) in zip(row, panels):
-        plots.complex_plane(ax)
-        e = runs[a]["eigs"][i][m]
-        ax.scatter(e.real, e.imag, s=14, color="C1")
-        ax.set_title(f"{a}, {title} (step {checkpoints[i]})\n{len(e)} eigenvalues, {fit[a]['circle'][i, m]:.0%} "
-                     f"on circle, R² {fit[a]['r2'][i, m]:.2f}", fontsize=8)
+fig, axes = panel_grid(2 * len(panels), ncols=2, panel=(3.6, 3.6))
+for ax, (a, (i, m, title)) in zip(axes, [(a, panel) for a in ("authors", "corekit") for panel in panels]):
+    plots.complex_plane(ax)
+    e = runs[a]["eigs"][i][m]                                        # (fit rank,) complex
+    ax.scatter(e.real, e.imag, s=14, color="C1")
+    ax.set_title(f"{a}, {title} (step {checkpoints[i]})\n{len(e)} eigenvalues, {fit[a]['circle'][i, m]:.0%} "
+                 f"on circle, R² {fit[a]['r2'][i, m]:.2f}", fontsize=8)
 figures.save(fig, "operator_eigenvalues")
 plt.show()
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The operator fit's R\u00b2, the fraction of its eigenvalues on the unit circle, and the number of distinct frequency modes over training (both analyses; circles the weight-decay branch, squares \u03c9\u21920), with grokking dashed and \u230ap/2\u230b+1, all frequencies, dotted.", "name": "fig-02-circle"}}
-fig, axes = plt.subplots(1, 3, figsize=(15, 3.4), layout="constrained")
-for ax, key, title in zip(axes, ("r2", "circle", "modes"), ("operator fit R²", "fraction on the unit circle",
-                                                             "frequency modes")):
+fig, axes = panel_grid(3, ncols=2, panel=(5, 3.4))
+for ax, key, title, ylabel in zip(axes, ("r2", "circle", "modes"), ("operator fit R²", "fraction on the unit circle",
+                                                                     "frequency modes"), ("R²", "fraction", "modes")):
     for a, colour in zip(ANALYSES, ("C0", "C3")):
         ax.plot(checkpoints, fit[a][key][:, :S].mean(1), "o-", ms=3, color=colour, label=f"{a}, ω={weight_decay}")
         ax.plot(checkpoints, fit[a][key][:, S:].mean(1), "s--", ms=3, color=colour, label=f"{a}, ω→0")
     if grok_step is not None:
         ax.axvline(grok_step, color="black", ls="--", lw=1)
-    ax.set(xlabel="step", title=title)
+    ax.set(xlabel="step", ylabel=ylabel, title=title)
 axes[2].axhline(p // 2 + 1, color="black", ls=":", lw=1, label="⌊p/2⌋+1")
-axes[2].legend(fontsize=7)
+integer_ticks(axes[2], "y")
+fig.legend(*axes[2].get_legend_handles_labels(), loc="center", bbox_to_anchor=(0.75, 0.25))
 figures.save(fig, "unit_circle_and_modes")
 plt.show()
 
@@ -291,13 +299,16 @@ plt.show()
 # %%
 CASES = grokking_cores.control_cases(i_grok, i_before, final)   # name: (model's checkpoint, fit rank's, shuffled)
 control = grokking_cores.exact_fit_controls(model, history.snapshots, checkpoints, dev_data, runs, CASES, S)
-for a in ANALYSES:
-    for name, rows in control[a].items():
-        print(f"{a:8s} {name:25s}: " + "; ".join(f"R² {r2_:.3f}, circle {c:.2f}, modes {k}" for r2_, c, k in rows))
+display(table([{"analysis": a, "case": name, "R²": [r[0] for r in rows], "unit-circle fraction": [r[1] for r in rows],
+                "modes": [r[2] for r in rows]} for a in ANALYSES for name, rows in control[a].items()],
+              caption=f"The shift fit of each exact-fit control, per ω seed ({', '.join(map(str, seeds))})"))
 
 null = grokking_cores.null_direction_ranks(model, history.snapshots[checkpoints[i_grok]], dev_data, S, energy_threshold)
 spectrum_at_nec = grokking_cores.spectrum_at_necessary(runs["authors"], i_grok, S)
-print("authors' necessary rank at grokking:", null, "; σ²/σ₀² at that rank:", [f"{v:.1e}" for v in spectrum_at_nec])
+table([{"seed": seed, **{label: ranks_[m] for label, ranks_ in null.items()}, "σ²/σ₀² at that rank": spectrum_at_nec[m]}
+       for m, seed in enumerate(seeds)],
+      caption="The authors' necessary rank at grokking under each jitter and centring, and the authors' spectrum "
+              "σ²/σ₀² at their necessary rank")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The authors' Cov\u00b7Obs spectrum at grokking, one line per seed, with the necessary rank each analysis reports (triangles: authors', circles: this library's): a rank that lands where the spectrum has already fallen by many orders of magnitude sits in numerically null directions.", "name": "fig-02-null"}}
 fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -309,14 +320,16 @@ for m in range(S):
         ax.plot(r, max(spec[r - 1], 1e-18) if r > 0 else 1, marker, color=f"C{m}", ms=7, mfc="none")
 ax.axvline(p - 1, color="0.5", ls=":", lw=1, label="p − 1")
 ax.set(xlabel="core rank r", ylabel="σ²_r / σ²_0 (authors' extraction)", title="Cov·Obs spectrum at grokking")
-ax.legend(fontsize=7)
+integer_ticks(ax, "x")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "null_directions")
 plt.show()
 
 # %% [markdown]
-# Markers: the necessary rank of each seed (triangles: authors' analysis, circles: corekit's). Ranks
-# past the drop of the spectrum lie in directions Cov·Obs leaves numerically null; their order is
-# set by the jitter and round-off, not by the model.
+# Markers in {numref}`fig-02-null`: the necessary rank of each seed (triangles: authors' analysis,
+# circles: corekit's), on the authors' Cov·Obs spectrum at grokking. Ranks past the drop of the
+# spectrum lie in directions Cov·Obs leaves numerically null; their order is set by the jitter and
+# round-off, not by the model.
 
 # %% [markdown]
 # ## Claims

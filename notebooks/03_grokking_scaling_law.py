@@ -100,12 +100,15 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from corekit import scaling
 from corekit.chapters.grokking_scaling_law import (SweepSettings, draw_tau_panel, fit_sweeps, grid, results_table,
                                                   run_both_sweeps)
 from corekit.models import TransformerConfig
+from corekit.plots import panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks.modular import modular_addition
 from corekit.train import steps_per_epoch
 
@@ -135,18 +138,18 @@ censored = [r for r in results if r.censored]
 rows = results_table(results)
 print(f"{len(results)} runs, {len(censored)} censored (no grokking within the step budget: "
       f"{p_settings.max_steps} steps for the p sweep, {omega_settings.max_steps} for the ω sweep)")
-print(f"{'p':>4} {'ω':>5} {'seed':>4} {'t_train':>8} {'t_test':>8} {'τ':>8}")
-for row in rows:
-    fmt = lambda v: "—" if v is None else f"{v:.0f}"  # noqa: E731
-    print(f"{row['p']:>4} {row['weight_decay']:>5g} {row['seed']:>4} {fmt(row['t_train']):>8} "
-          f"{fmt(row['t_test']):>8} {fmt(row['tau']):>8}")
+table([{"p": row["p"], "ω": f"{row['weight_decay']:g}", "seed": row["seed"], "t_train": row["t_train"],
+        "t_test": row["t_test"], "τ": row["tau"]} for row in rows],
+      caption="Every run: the steps at which it fits the training set (t_train) and the test set (t_test), "
+              "and τ = t_test − t_train (a dash: censored)", digits=0)
 
 # %% [markdown]
 # ## What a run looks like
 #
 # Training and test accuracy of the first seed at each weight decay of the $\omega$ sweep: the
 # training set is fitted early, the test accuracy jumps later, and the jump comes sooner under
-# stronger weight decay. The dots mark the two steps whose difference is $\tau$.
+# stronger weight decay ({numref}`fig-03-accuracy`). The dots mark the two steps whose difference is
+# $\tau$.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Training (dotted) and held-out (solid) accuracy for each weight decay \u03c9 of the \u03c9 sweep, with the steps where each reaches 0.99 (dots); grokking time \u03c4 is the gap between them.", "name": "fig-03-accuracy"}}
 fig, ax = plt.subplots(figsize=(8, 3.6))
@@ -158,7 +161,7 @@ for i, w in enumerate(weight_decays):
         if t is not None:
             ax.plot([t], [0.99], "o", color=f"C{i}", ms=4)
 ax.set(xlabel="step", ylabel="accuracy", title=f"a + b mod {omega_p}, seed {seeds[0]}")
-ax.legend()
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "accuracy_curves")
 plt.show()
 
@@ -170,22 +173,27 @@ plt.show()
 # censored run, drawn at the lower bound its budget gives (steps run − step it fitted the training set). Against $p$ we fit both a
 # power law and $\tau(p) = -\Omega \log(1 - p_c/p)$, which behaves as $\Omega p_c / p$ for
 # $p \gg p_c$ and diverges as $p \to p_c$ (below $p_c$ there are too few modes to grok).
+# {numref}`fig-03-tau` shows both sweeps with their fits.
 
 # %%
 sweep_fits = fit_sweeps(omega_runs, p_runs, n_boot)
 omega_points, p_points, fits, exponents = sweep_fits.omega_points, sweep_fits.p_points, sweep_fits.fits, sweep_fits.exponents
 log_fit, p_c_interval, laws = sweep_fits.log_fit, sweep_fits.p_c_interval, sweep_fits.laws
-for name in ("ω", "p"):
-    print(f"{name} exponent: {exponents[name].summary()}" if name in exponents
-          else f"{name} sweep: fewer than two points with a grokked run, no fit")
 if sweep_fits.log_error is not None:
     print("τ(p) = −Ω log(1 − p_c/p) did not converge:", sweep_fits.log_error)
+display(table([{"fit": f"exponent of τ in {name}",
+                "estimate [interval]": exponents[name].summary() if name in exponents
+                else "fewer than two points with a grokked run, no fit"} for name in ("ω", "p")]
+              + ([{"fit": "p_c of −Ω log(1 − p_c/p)", "estimate [interval]": p_c_interval.summary()}]
+                 if log_fit is not None else []),
+              caption="The fits on each sweep's geometric means, with bootstrap intervals over the seeds"))
 if log_fit is not None:
-    print(f"log law: p_c {p_c_interval.summary()}; against a plain power law: " +
-          ", ".join(f"{k} {v:.3g}" for k, v in laws.items()))
+    display(table([{"law": law, "AIC": laws[f"aic_{key}"], "leave-one-out error": laws[f"loo_{key}"]}
+                   for law, key in (("power law", "power"), ("−Ω log(1 − p_c/p)", "log"))],
+                  caption="The two laws of τ(p) side by side (lower is better for both columns)"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Grokking time \u03c4 against weight decay \u03c9 (left) and modulus p (right), every seed in grey and geometric means in black, with the power-law fit and its bootstrap band (blue) and, for p, the log law \u2212\u03a9 log(1 \u2212 p_c/p) (orange, dashed); open triangles are runs that had not grokked by the end (\u03c4 above the point).", "name": "fig-03-tau"}}
-fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+fig, axes = panel_grid(2, ncols=2, panel=(5.5, 4))
 for ax, points, runs, name, key in ((axes[0], omega_points, omega_runs, "ω", "weight_decay"),
                                     (axes[1], p_points, p_runs, "p", "p")):
     draw_tau_panel(ax, points, runs, key, name, fits.get(name), exponents.get(name), n_boot)
@@ -196,7 +204,7 @@ if log_fit is not None:
 axes[0].set_title(f"τ vs weight decay (p = {omega_p})")
 axes[1].set_title(f"τ vs modulus (ω = {sweep_weight_decay:g})")
 for ax in axes:
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))
 figures.save(fig, "tau_fits")
 plt.show()
 
@@ -204,7 +212,8 @@ plt.show()
 # ## Collapse
 #
 # If $\tau \propto 1/(\omega p)$, the product $\tau\,\omega\,p$ is the same constant at every point of
-# both sweeps. Its coefficient of variation over all grokked runs measures how far that is from true.
+# both sweeps. Its coefficient of variation over all grokked runs measures how far that is from true;
+# {numref}`fig-03-collapse` plots the product for every grokked run of both sweeps.
 
 # %%
 grokked = [r for r in results if not r.censored and r.tau > 0]
@@ -218,8 +227,8 @@ for runs, name, color in ((p_runs, "p sweep", "C0"), (omega_runs, "ω sweep", "C
     label = [f"p={r.p}" if name == "p sweep" else f"ω={r.weight_decay:g}" for r in runs]
     ax.scatter(label, [r.tau * r.weight_decay * r.p for r in runs], color=color, s=14, label=name)
 ax.axhline(products.mean(), color="black", lw=1, ls="--", label=f"mean (CV = {collapse_cv:.2f})")
-ax.set(ylabel="τ · ω · p", title="collapse of both sweeps", ylim=(0, None))
-ax.legend()
+ax.set(xlabel="point of the sweep", ylabel="τ · ω · p", title="collapse of both sweeps", ylim=(0, None))
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "collapse")
 plt.show()
 

@@ -89,6 +89,7 @@ output_dir: str = ""  # path; empty: the claims table and figures stay in the ex
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from corekit import lm as language_models
 from corekit import oracle, plots, stats
@@ -106,7 +107,9 @@ from corekit.chapters.llm_agreement_axis import (
     sufficient_rank,
     sweep,
 )
+from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks import agreement, sva_sentences
 
 claims, figures, _ = setup("04_llm_agreement_axis", globals())
@@ -137,8 +140,8 @@ spacy_found = agreement.spacy_check(train + test, nlp)
 print(f"{len(train)} train / {len(test)} test prompts, all pass the grammar check; spaCy disagreements: "
       f"number {sum(d.kind == 'number' for d in spacy_found)}, subject parse {sum(d.kind == 'parse' for d in spacy_found)} "
       f"(all in relative clauses: {all(d.sentence.construction != 'pp' for d in spacy_found)})")
-for s in test[:8]:
-    print(f"  [{s.number:8s} {s.construction:16s}] {s.prompt} …  -> {s.with_verb().split()[-1]}")
+table([{"number": s.number, "construction": s.construction, "prompt": f"{s.prompt} …", "verb": s.with_verb().split()[-1]}
+       for s in test[:8]], caption=f"The first 8 of the {len(test)} held-out prompts, with the verb that completes each")
 
 # %% [markdown]
 # ## 2. Readings: margins, residuals and their gradients
@@ -156,28 +159,31 @@ for s in test[:8]:
 # %%
 measured = {name: measure(language_models.load(name, device=device, dtype=dtype), name, train, test, batch_size)
             for name in models}
-for m in measured.values():
-    print(f"{m.name}: {m.lm.weights}; {m.n_layers} layers, d_model {m.lm.d_model}; held-out margin AUROC "
-          f"{m.base_auroc:.3f}, sign accuracy {m.base_accuracy:.3f}")
+table([{"model": m.name, "weights": m.lm.weights, "layers": m.n_layers, "d_model": m.lm.d_model,
+        "margin AUROC": m.base_auroc, "sign accuracy": m.base_accuracy} for m in measured.values()],
+      caption="Each model's weights and size, and its own margin's AUROC and sign accuracy on the held-out prompts")
 
 # %% [markdown]
 # ## 3. Extract: a rank-1 core at every layer
 #
 # `ace.extract` is batched over a leading dimension; here it runs over the layers of one model. The
 # sign of each core coordinate $z = q^\top (h - \mu)$ is fixed on the training prompts (plural =
-# positive).
+# positive). {numref}`fig-04-core-auroc` shows where along the depth that coordinate separates singular from
+# plural subjects (its held-out AUROC against the model's own margin AUROC), and the top direction's share of
+# the core energy, which says how one-dimensional the core is.
 
 # %%
 number_axes = {name: find_axis(m) for name, m in measured.items()}
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Where along the depth the rank-1 core coordinate separates singular from plural subjects: its held-out AUROC (circles) against the model's own margin AUROC (dotted line), and the top direction's share of the core energy (squares), which says how one-dimensional the core is.", "name": "fig-04-core-auroc"}}
-fig, axs = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.4), squeeze=False)
-for ax, name in zip(axs[0], models):
+fig, axs = panel_grid(len(models), ncols=2, panel=(5.2, 3.4))
+for ax, name in zip(axs, models):
     ax.plot(number_axes[name].auroc, "o-", ms=3, label="core coordinate AUROC (held out)")
     ax.plot(number_axes[name].top_energy, "s--", ms=3, label="σ₁² / Σσ² (train)")
     ax.axhline(measured[name].base_auroc, color="black", ls=":", lw=1, label="model's margin AUROC")
-    ax.set(xlabel="layer", ylim=(0, 1.02), title=name)
-axs[0, 0].legend(loc="lower right")
+    ax.set(xlabel="layer", ylabel="AUROC or energy share", ylim=(0, 1.02), title=name)
+    integer_ticks(ax, "x")
+fig.legend(*axs[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
 figures.save(fig, "core_auroc_by_layer")
 plt.show()
 
@@ -187,17 +193,20 @@ plt.show()
 # At the last prompt position only: keep only the core ($h \mapsto \mu + qq^\top(h-\mu)$), remove it
 # ($h \mapsto h - qq^\top(h-\mu)$) or reflect it ($h \mapsto h - 2qq^\top(h-\mu)$), and measure the
 # margin's AUROC. A necessary and sufficient axis keeps the model's AUROC under keep-only, brings it
-# to chance under removal, and drives it well below 0.5 under the flip.
+# to chance under removal, and drives it well below 0.5 under the flip. {numref}`fig-04-ablations-last` draws
+# the three ablations layer by layer on the held-out prompts, with the layer the training prompts choose.
 
 # %%
 last = {name: sweep(m, number_axes[name], range(m.n_layers + 1), "last") for name, m in measured.items()}
-for name, s in last.items():
-    print(f"{name}: layer {s.layer} of {measured[name].n_layers} (train flip AUROC {s.flip_train_auroc[s.index]:.3f});"
-          " held out: " + ", ".join(f"{k} {s.at_layer(k):.3f}" for k in s.auroc))
+table([{"model": name, "layer": s.layer, "last layer L": measured[name].n_layers,
+        "train flip AUROC": s.flip_train_auroc[s.index], **{k.replace("_", "-"): s.at_layer(k) for k in s.auroc}}
+       for name, s in last.items()],
+      caption="The layer the training prompts choose (lowest training flip AUROC, last position) and the held-out margin "
+              "AUROC under each ablation there")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Keep-only, remove and flip of the axis at the last prompt position, layer by layer (held out): a necessary and sufficient axis keeps the model's AUROC under keep-only, brings it towards 0.5 under removal and below 0.5 under the flip. The vertical line is the layer the training prompts choose (grey: their flip AUROC).", "name": "fig-04-ablations-last"}}
-fig, axs = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.4), squeeze=False)
-for ax, name in zip(axs[0], models):
+fig, axs = panel_grid(len(models), ncols=2, panel=(5.2, 3.4))
+for ax, name in zip(axs, models):
     s = last[name]
     for kind, style in (("keep_only", "o-"), ("remove", "s-"), ("flip", "^-")):
         ax.plot(s.auroc[kind], style, ms=3, label=f"{kind} (held out)")
@@ -205,7 +214,8 @@ for ax, name in zip(axs[0], models):
     ax.axhline(measured[name].base_auroc, color="black", ls=":", lw=1, label="model")
     ax.axvline(s.layer, color="black", lw=0.6)
     ax.set(xlabel="layer", ylabel="margin AUROC", ylim=(0, 1.02), title=f"{name}: last position")
-axs[0, 0].legend(loc="lower left")
+    integer_ticks(ax, "x")
+fig.legend(*axs[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
 figures.save(fig, "ablations_last_position")
 plt.show()
 
@@ -215,7 +225,8 @@ plt.show()
 # An edit at the last position leaves the subject's own residual stream alone, and a later layer can
 # read the number from there again. Editing every position from the subject on (with the same
 # last-position axis $q$) closes that route. The layer for this scope is again the lowest *training*
-# flip AUROC among the layers swept.
+# flip AUROC among the layers swept. {numref}`fig-04-ablations-scopes` sets the ablations from the subject on
+# beside those at the last position only.
 #
 # **Each position is edited about its own training mean.** The typical value of $q^\top h$ differs
 # from position to position, so reflecting an earlier position about the *last* token's mean $\mu$
@@ -236,20 +247,22 @@ plt.show()
 # %%
 subject = {name: sweep(m, number_axes[name], spread_layers(m.n_layers, subject_scope_layers, last[name].layer), "from_subject")
            for name, m in measured.items()}
-for name, s in subject.items():
-    print(f"{name}: layers {s.layers}; chosen {s.layer} (train flip AUROC {s.flip_train_auroc[s.index]:.3f}); "
-          "held out: " + ", ".join(f"{k} {s.at_layer(k):.3f}" for k in s.auroc))
+table([{"model": name, "layers swept": s.layers, "chosen": s.layer, "train flip AUROC": s.flip_train_auroc[s.index],
+        **{k.replace("_", "-"): s.at_layer(k) for k in s.auroc}} for name, s in subject.items()],
+      caption="Ablations from the subject on: the layers swept, the one the training prompts choose, and the held-out "
+              "margin AUROC under each ablation there")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The same ablations applied at every position from the subject on (markers) against the last position only (dotted): editing from the subject on closes the route by which later layers read the number again from the subject's own position.", "name": "fig-04-ablations-scopes"}}
-fig, axs = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.4), squeeze=False)
-for ax, name in zip(axs[0], models):
+fig, axs = panel_grid(len(models), ncols=2, panel=(5.2, 3.4))
+for ax, name in zip(axs, models):
     for kind, style in (("keep_only", "o-"), ("remove", "s-"), ("flip", "^-")):
         ax.plot(subject[name].layers, subject[name].auroc[kind], style, ms=4, label=f"{kind}, from the subject on")
         ax.plot(last[name].auroc[kind], style[0] + ":", ms=2, color=ax.lines[-1].get_color(), alpha=0.6,
                 label=f"{kind}, last position")
     ax.axhline(measured[name].base_auroc, color="black", ls=":", lw=1)
     ax.set(xlabel="layer", ylabel="margin AUROC (held out)", ylim=(0, 1.02), title=f"{name}: two scopes")
-fig.legend(*axs[0, 0].get_legend_handles_labels(), loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.0))
+    integer_ticks(ax, "x")
+fig.legend(*axs[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
 figures.save(fig, "ablations_two_scopes")
 plt.show()
 
@@ -260,13 +273,18 @@ plt.show()
 # (the top $r$ directions of the same balanced truncation) at the layer chosen above, for $r$ in
 # `sufficient_ranks`: the sufficient rank is the smallest $r$ of that list whose held-out keep-only
 # AUROC is within 0.02 of the model's own margin AUROC (the tolerance of the keep-only claims).
+# In {numref}`fig-04-sufficient-rank` a model's sufficient rank is where its keep-only curve crosses its
+# dotted line (the model's AUROC − 0.02); a 1-D core suffices only where the curve starts above that line.
 
 # %%
 ranks = {name: sufficient_rank(m, number_axes[name], last[name].layer, sufficient_ranks) for name, m in measured.items()}
-for name, rc in ranks.items():
-    print(f"{name} layer {rc.layer}: keep-only AUROC by rank " + ", ".join(f"{r}: {a:.3f}" for r, a in zip(rc.ranks, rc.auroc))
-          + f"; model {measured[name].base_auroc:.3f}; sufficient rank "
-          + (str(rc.sufficient) if rc.sufficient > 0 else f"> {rc.ranks[-1]}"))
+display(table([{"model": name, "layer": rc.layer, "model's AUROC": measured[name].base_auroc,
+                "sufficient rank": rc.sufficient if rc.sufficient > 0 else f"> {rc.ranks[-1]}"}
+               for name, rc in ranks.items()],
+              caption="Each model's sufficient rank: the smallest r whose keep-only AUROC is within 0.02 of the model's own"))
+table([{"rank r": r, **{name: dict(zip(rc.ranks, rc.auroc)).get(r) for name, rc in ranks.items()}}
+       for r in sorted(set(sufficient_ranks))],
+      caption="Held-out keep-only margin AUROC with the rank-r core at the last-position layer, one column per model")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Keep-only AUROC with the rank-r core at the chosen layer: where a curve crosses its dotted line (the model's AUROC \u2212 0.02) is that model's sufficient rank; a 1-D core suffices only where the curve starts above its line.", "name": "fig-04-sufficient-rank"}}
 fig, ax = plt.subplots(figsize=(5.2, 3.4))
@@ -275,7 +293,7 @@ for name in models:
     ax.axhline(measured[name].base_auroc - 0.02, color=line.get_color(), ls=":", lw=1)
 ax.set(xscale="log", xlabel="core rank r", ylabel="keep-only margin AUROC (held out)",
        title="dotted: model's AUROC − 0.02")
-ax.legend(loc="lower right")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "sufficient_rank")
 plt.show()
 
@@ -285,7 +303,9 @@ plt.show()
 # An affine fit $m \approx a z + b$ on the training prompts, scored by $R^2$ on held-out prompts (the
 # authors' fit). At the last layer the margin reads the residual stream through the final RMS norm,
 # $m = u^\top h / \mathrm{rms}(h)$, so the coordinate of the *un-centred* $h / \mathrm{rms}(h)$ is the
-# natural variable; we fit that too ("normalised").
+# natural variable; we fit that too ("normalised"). {numref}`fig-04-margin-fit` shows, for each model, the
+# margin against the normalised coordinate on held-out prompts with the fit, and the held-out $R^2$ of the fit
+# at every layer.
 #
 # ```{note}
 # The core axis is $\mathrm{Cov}\,g$ normalised (balanced truncation weighs the gradient by where the
@@ -295,24 +315,25 @@ plt.show()
 
 # %%
 fits = {name: fit_margin(m, number_axes[name], last[name].layer) for name, m in measured.items()}
-for name, f in fits.items():
-    print(f"{name} layer {f.layer}: R² {f.z[2]:.3f} (z), {f.normalised[2]:.3f} (normalised); best layer by R² "
-          f"(held out, for reference): {int(np.argmax(f.r2_layers))}; cos(core axis, mean margin gradient) "
-          f"{f.cos_gradient:.3f}")
+table([{"model": name, "layer": f.layer, "R² (z)": f.z[2], "R² (normalised)": f.normalised[2],
+        "best layer by R²": int(np.argmax(f.r2_layers)), "cos(axis, mean gradient)": f.cos_gradient}
+       for name, f in fits.items()],
+      caption="Held-out R² of the affine margin fit at the last-position layer, the layer of the best held-out R² (for "
+              "reference), and the cosine between the core axis and the mean margin gradient")
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: the margin against the normalised core coordinate on held-out prompts (orange plural, blue singular) with the affine fit fitted on the training prompts. Bottom: held-out R\u00b2 of that fit at every layer.", "name": "fig-04-margin-fit"}}
-fig, axs = plt.subplots(2, len(models), figsize=(5.2 * len(models), 6.4), squeeze=False)
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "One row per model. Left: the margin against the normalised core coordinate on held-out prompts (orange plural, blue singular) with the affine fit fitted on the training prompts. Right: held-out R\u00b2 of that fit at every layer.", "name": "fig-04-margin-fit"}}
+fig, axs = panel_grid(2 * len(models), ncols=2, panel=(5.2, 3.2))
 for j, name in enumerate(models):
-    f = fits[name]
-    axs[0, j].scatter(f.x_test_normalised, measured[name].test.last.value.cpu(), s=8,
-                      c=np.where(y_test == 1, "#D55E00", "#0072B2"))
+    f, fit_ax, r2_ax = fits[name], axs[2 * j], axs[2 * j + 1]
+    fit_ax.scatter(f.x_test_normalised, measured[name].test.last.value.cpu(), s=8,
+                   c=np.where(y_test == 1, "#D55E00", "#0072B2"))
     a, b, r2n = f.normalised
     xs = np.linspace(float(f.x_test_normalised.min()), float(f.x_test_normalised.max()), 2)
-    axs[0, j].plot(xs, a * xs + b, color="black", lw=1)
-    axs[0, j].set(xlabel="qᵀh / rms(h) (orange: plural)", ylabel="margin",
-                  title=f"{name}, layer {f.layer}: R² {r2n:.2f}")
-    axs[1, j].plot(f.r2_layers, "o-", ms=3)
-    axs[1, j].set(xlabel="layer", ylabel="held-out R² of m ≈ a z + b", ylim=(-0.05, 1.02))
+    fit_ax.plot(xs, a * xs + b, color="black", lw=1)
+    fit_ax.set(xlabel="qᵀh / rms(h) (orange: plural)", ylabel="margin", title=f"{name}, layer {f.layer}: R² {r2n:.2f}")
+    r2_ax.plot(f.r2_layers, "o-", ms=3)
+    r2_ax.set(xlabel="layer", ylabel="held-out R² of m ≈ a z + b", ylim=(-0.05, 1.02), title=f"{name}: R² by layer")
+    integer_ticks(r2_ax, "x")
 figures.save(fig, "margin_fit")
 plt.show()
 
@@ -340,6 +361,9 @@ plt.show()
 # The claim uses our flip, sampled (the authors' protocol), and needs at least 100 scorable prompts; the
 # greedy rate and the authors' steering are reported beside it, on the same prompts. The quick profile's
 # 64 prompts are too few for that count, so there the claim can only fail; the cpu profile generates from 400.
+# {numref}`fig-04-generation` counts, for each run, the continuations whose first verb agrees with the
+# subject, takes the other number or is not marked for number: a flip works where the agreeing share turns
+# into the other number between a plain bar and the edited bar beside it.
 
 # %%
 gen_prompts = test[:n_generate]
@@ -350,21 +374,28 @@ for name, m in measured.items():
     generations[name, "authors"] = newest_position_generation(m, number_axes[name], last[name].layer, gen_prompts,
                                                               max_new_tokens, nlp, generations[name, "sampled"],
                                                               seed=generation_seed)
-for (name, mode), gen in generations.items():
-    lo, hi = gen.interval
-    how = "the authors' steering, newest position" if mode == "authors" else f"our flip from the subject on, {mode}"
-    print(f"{name}, {how} (layer {gen.layer}): {gen.right} of {len(gen_prompts)} plain continuations start with a "
-          f"verb of the subject's number; {gen.switched} of those switch: {gen.rate:.3f} [{lo:.3f}, {hi:.3f}]")
+table([{"model": name, "edit": "the authors' steering, newest position" if mode == "authors"
+        else f"our flip from the subject on, {mode}", "layer": gen.layer, "plain right": gen.right,
+        "switched": gen.switched, "flip rate": gen.rate, "Wilson 95 %": gen.interval}
+       for (name, mode), gen in generations.items()],
+      caption=f"Generation from {len(gen_prompts)} held-out prompts: how many plain continuations start with a verb of "
+              "the subject's number (plain right), how many of those switch number under the edit, and the rate")
 
 # %% tags=["hide-output"]
-for (name, mode), gen in generations.items():
-    print(name, mode)
-    for i in range(min(n_examples, len(gen_prompts))):
-        print(f"   {gen_prompts[i].prompt!r}\n      plain: {gen.plain[i]!r}\n      flip:  {gen.flipped[i]!r}")
+for name in models:
+    display(table([{"prompt": p.prompt, "plain, sampled": generations[name, "sampled"].plain[i],
+                    "our flip, sampled": generations[name, "sampled"].flipped[i],
+                    "authors' steering": generations[name, "authors"].flipped[i],
+                    "plain, greedy": generations[name, "greedy"].plain[i],
+                    "our flip, greedy": generations[name, "greedy"].flipped[i]}
+                   for i, p in enumerate(gen_prompts[:n_examples])],
+                  caption=f"{name}: the first {min(n_examples, len(gen_prompts))} of the {len(gen_prompts)} "
+                          "generation prompts, continued plain and under each edit (the authors' steering starts "
+                          "from the sampled plain run)"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The first verb of each continuation: agreeing with the subject (green), the other number (orange) or none marked (grey), for the plain runs and under our flip (from the subject on) and the authors' steering (newest position only). A flip works where green turns orange between a plain bar and the edited bar beside it.", "name": "fig-04-generation"}}
-fig, axs = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.2), squeeze=False)
-for ax, name in zip(axs[0], models):
+fig, axs = panel_grid(len(models), ncols=2, panel=(5.2, 3.2))
+for ax, name in zip(axs, models):
     bars = [("sampled", "plain"), ("sampled", "flipped"), ("authors", "flipped"), ("greedy", "plain"),
             ("greedy", "flipped")]
     for k, (mode, run) in enumerate(bars):
@@ -377,8 +408,8 @@ for ax, name in zip(axs[0], models):
         ax.bar(k, none, bottom=agree + other, color="0.6", label="no number-marked verb" if k == 0 else None)
     ax.set_xticks(range(5), ["sampled\nplain", "sampled\nour flip", "sampled\nauthors'", "greedy\nplain",
                              "greedy\nour flip"])
-    ax.set(ylabel="continuations", title=f"{name}, layer {generations[name, 'greedy'].layer}")
-axs[0, 0].legend(loc="upper right", fontsize=7)
+    ax.set(xlabel="decoding and edit", ylabel="continuations", title=f"{name}, layer {generations[name, 'greedy'].layer}")
+fig.legend(*axs[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
 figures.save(fig, "generation_flip")
 plt.show()
 
@@ -388,16 +419,21 @@ plt.show()
 # Spearman correlation of the core coordinates of different models on the same held-out prompts, each
 # at its chosen layer (signs fixed on the training prompts), with a 95 % percentile bootstrap interval
 # (`n_boot` resamples of the held-out prompts, the same prompts for both models).
+# {numref}`fig-04-cross-model` shows that correlation and the two models' coordinates themselves: models
+# that place the sentences alike put them on one rising band.
 
 # %%
 coordinates = {name: number_axes[name].z_test[last[name].layer] for name in models}
 names, rho, pairs = spearman_pairs(coordinates, n_boot, data_seed)
-print(pairs)
+table([{"models": pair, "Spearman ρ": v["rho"], "95 % interval": v["ci95"]} for pair, v in pairs.items()],
+      caption=f"Spearman ρ of the held-out core coordinates of each pair of models, each at its chosen layer, with a "
+              f"percentile bootstrap interval ({n_boot} resamples)", digits=4)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Left: Spearman correlation of the two models' core coordinates on the same held-out prompts. Right: the coordinates themselves (orange plural): models that place the sentences alike put them on one rising band.", "name": "fig-04-cross-model"}}
 if len(models) > 1:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     plots.heatmap(ax1, rho, names, "Spearman ρ of core coordinates", vmin=-1, vmax=1, cmap="RdBu_r")
+    ax1.set(xlabel="model", ylabel="model")
     a, b = names[0], names[1]
     ax2.scatter(number_axes[a].z_test[last[a].layer].cpu(), number_axes[b].z_test[last[b].layer].cpu(), s=8,
                 c=np.where(y_test == 1, "#D55E00", "#0072B2"))
@@ -425,6 +461,10 @@ if len(models) > 1:
 # **Their sentences, checked.** Each sentence is checked by the rules of `corekit.tasks.sva_sentences`
 # (the kinds below): a sentence is an agreement prompt only if its next word is a verb that must agree with the
 # labelled head noun.
+#
+# {numref}`fig-04-authors-sentences` compares, layer by layer, the ablations of this library on the authors'
+# sentences (with their last-layer recipe) with those of the authors' own code: where the code's circles sit on
+# the library's lines, the two measurements agree.
 
 # %%
 authors = oracle.load("04") if compare_authors else None
@@ -435,38 +475,44 @@ if authors is None:
 else:
     print(f"results/oracle/04.json: joshseth/cores {authors['authors_commit'][:10]}, {authors['authors_file']}, "
           f"{authors['n_samples']} sentences, seed {authors['seeds'][0]}; departures: {'; '.join(authors['departures'])}")
-    print(f"their sentences: {len(their.kinds)}, of which {their.flawed()} are not agreement prompts")
-    for kind, count in their.counts().items():
-        print(f"  {count:4d}  {kind}: {sva_sentences.KINDS[kind]}")
+    display(table([{"kind": kind, "sentences": count, "what it is": sva_sentences.KINDS[kind]}
+                   for kind, count in their.counts().items()],
+                  caption=f"The authors' {len(their.kinds)} sentences by kind: {their.flawed()} are not agreement prompts"))
 
 # %%
 comparison = {} if authors is None else authors_sentences_comparisons(models, authors, their, n_authors, batch_size,
                                                                          device=device, dtype=dtype)
-for name in models if authors is not None else []:
-    if name not in comparison:
-        print(f"{name}: not in the authors' run on record")
-        continue
-    c, rec = comparison[name], authors["models"][name]
-    print(f"{name} ({len(c.measured.train.y)} / {len(c.measured.test.y)} of their sentences): base AUROC {c.base:.3f} (authors' code "
-          f"{rec['base_auroc']:.3f}); largest |difference| from the authors' code over every layer and ablation "
-          f"{c.max_diff:.4f}; lowest held-out flip at layer {c.layer} (authors' code: {rec['chosen_layer']})")
-    for recipe, v in c.last.items():
-        print(f"   last layer {c.measured.n_layers}, {recipe} recipe: core AUROC {c.core_auroc[recipe]:.3f}; keep / remove / "
-              "flip " + " / ".join(f"{v[k]:.3f}" for k in v))
-    print(f"   base AUROC on the {c.n_well_formed} well-formed held-out sentences: {c.base_well_formed:.3f}")
+missing = [name for name in models if authors is not None and name not in comparison]
+if missing:
+    print(f"not in the authors' run on record: {', '.join(missing)}")
+if comparison:
+    display(table([{"model": name, "train / test": f"{len(c.measured.train.y)} / {len(c.measured.test.y)}",
+                    "base AUROC": c.base, "authors' base": authors["models"][name]["base_auroc"],
+                    "largest |difference|": f"{c.max_diff:.4f}", "flip layer": c.layer,
+                    "authors' layer": authors["models"][name]["chosen_layer"],
+                    "base, well-formed": c.base_well_formed, "well-formed": c.n_well_formed}
+                   for name, c in comparison.items()],
+                  caption="Each model on the authors' sentences: base AUROC beside the authors' code's, the largest "
+                          "|difference| from their code over every layer and ablation, the lowest held-out flip layer "
+                          "(theirs beside it), and the base AUROC on the well-formed held-out sentences"))
+    display(table([{"model": name, "recipe": recipe, "last layer": c.measured.n_layers, "core AUROC": c.core_auroc[recipe],
+                    **{k.replace("_", "-"): v[k] for k in v}}
+                   for name, c in comparison.items() for recipe, v in c.last.items()],
+                  caption="The last layer under each recipe: the core coordinate's AUROC and the margin AUROC under "
+                          "each ablation"))
 full_split = their is not None and (n_authors is None or n_authors >= max(len(their.train), len(their.test)))
 if len(comparison) > 1:
     a_, b_ = list(comparison)[:2]
     rho_t = recipe_spearman(comparison[a_], comparison[b_])
-    print("cross-model Spearman on their held-out sentences, each model at its lowest held-out flip layer: "
-          + ", ".join(f"{rho_t[r]:.3f} with the {r} recipe (layers {comparison[a_].layers[r]}, "
-                      f"{comparison[b_].layers[r]})" for r in LAST_LAYER_RECIPES)
-          + f"; authors' code: {authors['cross_model_spearman'].get(f'{a_} ~ {b_}')}")
+    display(table([{"recipe": r, "Spearman ρ": rho_t[r], f"{a_} layer": comparison[a_].layers[r],
+                    f"{b_} layer": comparison[b_].layers[r]} for r in LAST_LAYER_RECIPES],
+                  caption="Cross-model Spearman on their held-out sentences, each model at its lowest held-out flip "
+                          f"layer (authors' code: {authors['cross_model_spearman'].get(f'{a_} ~ {b_}')})"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The authors' sentences through this library (lines, with the authors' last-layer recipe) and through the authors' own code (open circles), layer by layer: where circles sit on the lines, the two measurements agree. Stars: the last layer with the axis taken where the edit acts (this chapter's recipe).", "name": "fig-04-authors-sentences"}}
 if comparison:
-    fig, axs = plt.subplots(1, len(comparison), figsize=(5.2 * len(comparison), 3.4), squeeze=False)
-    for ax, (name, c) in zip(axs[0], comparison.items()):
+    fig, axs = panel_grid(len(comparison), ncols=2, panel=(5.2, 3.4))
+    for ax, (name, c) in zip(axs, comparison.items()):
         mt, s_pn, s_bo = c.measured, c.post_norm, c.block_output
         rows = authors["models"][name]["layer_sweep"][1:]  # their code does not edit layer 0 (it reports the base)
         for kind, colour in (("keep_only", "#0072B2"), ("remove", "#D55E00"), ("flip", "#009E73")):
@@ -477,7 +523,8 @@ if comparison:
         ax.axhline(mt.base_auroc, color="black", ls=":", lw=1)
         ax.set(xlabel="layer (★: last layer, axis from the block output)", ylabel="margin AUROC (their test half)",
                ylim=(0, 1.02), title=f"{name}: the authors' sentences")
-    axs[0, 0].legend(loc="lower left", fontsize=7, ncol=2)
+        integer_ticks(ax, "x")
+    fig.legend(*axs[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
     figures.save(fig, "authors_sentences")
     plt.show()
 
@@ -505,22 +552,28 @@ from corekit.runs.claims import Null, at_least, at_most, equal_to
 nulls = {name: model_nulls(m, number_axes[name], last[name], subject[name], gen_prompts, max_new_tokens, nlp,
                            generations[name, "sampled"], sufficient_ranks, n_random, n_random_subject, data_seed,
                            generation_seed) for name, m in measured.items()}
-for name, m in measured.items():
-    n = nulls[name]
-    nl, ns = n.last, n.subject
-    random_rank = n.rank.sufficient if n.rank.sufficient > 0 else f"> {n.rank.ranks[-1]}"
-    print(f"{name}, {n_random} random directions at layer {nl.layer} (last position): coordinate AUROC ≤ "
-          f"{nl.coordinate_auroc.max():.3f}, keep-only ≤ {nl.auroc['keep_only'].max():.3f}, remove ≥ "
-          f"{nl.auroc['remove'].min():.3f}, flip ≥ {nl.auroc['flip'].min():.3f}, flip rate ≤ {nl.flip_rate.max():.3f}, "
-          f"margin R² ≤ {nl.margin_r2.max():.3f}")
-    print(f"   from the subject on ({n_random_subject} at layer {ns.layer}): keep-only ≤ {ns.auroc['keep_only'].max():.3f}, "
-          f"remove ≥ {ns.auroc['remove'].min():.3f}, flip ≥ {ns.auroc['flip'].min():.3f}, flip rate ≤ "
-          f"{ns.flip_rate.max():.3f}; layer chosen with random directions: {n.layer} of {m.n_layers}; sufficient "
-          f"rank of random subspaces: {random_rank}")
-    print(f"   generation along a random direction: our flip {n.generation.switched} of {n.generation.right}, "
-          f"the authors' steering {n.steering.switched} of {n.steering.right}")
 spearman_nulls = cross_model_nulls(names, coordinates, {name: n.last.z_test for name, n in nulls.items()}, n_boot, data_seed)
-print(spearman_nulls)
+display(table([{"model": name, "layer": n.last.layer, "coordinate AUROC ≤": n.last.coordinate_auroc.max(),
+                "keep-only ≤": n.last.auroc["keep_only"].max(), "remove ≥": n.last.auroc["remove"].min(),
+                "flip ≥": n.last.auroc["flip"].min(), "flip rate ≤": n.last.flip_rate.max(),
+                "margin R² ≤": n.last.margin_r2.max()} for name, n in nulls.items()],
+              caption=f"{n_random} random unit directions at each model's last-position layer: the largest (≤) or "
+                      "smallest (≥) value of each statistic"))
+display(table([{"model": name, "layer": n.subject.layer, "keep-only ≤": n.subject.auroc["keep_only"].max(),
+                "remove ≥": n.subject.auroc["remove"].min(), "flip ≥": n.subject.auroc["flip"].min(),
+                "flip rate ≤": n.subject.flip_rate.max()} for name, n in nulls.items()],
+              caption=f"{n_random_subject} random unit directions edited from the subject on, at that scope's layer"))
+display(table([{"model": name, "layer chosen": f"{n.layer} of {measured[name].n_layers}",
+                "sufficient rank": n.rank.sufficient if n.rank.sufficient > 0 else f"> {n.rank.ranks[-1]}",
+                "our flip switches": f"{n.generation.switched} of {n.generation.right}",
+                "authors' steering switches": f"{n.steering.switched} of {n.steering.right}"} for name, n in nulls.items()],
+              caption="The layer rule with a random direction at every layer, the sufficient rank of random nested "
+                      "subspaces, and generation along one random direction"))
+if spearman_nulls:
+    display(table([{"models": pair, "shuffled, 99th percentile": v["shuffled"], "random directions, largest": v["random"]}
+                   for pair, v in spearman_nulls.items()],
+                  caption=f"Cross-model Spearman ρ without the axis: one model's prompts shuffled ({n_boot} shuffles) "
+                          f"and random-direction coordinates ({n_random} pairs)", digits=4))
 
 # %% [markdown]
 # ## Claims
@@ -704,7 +757,7 @@ claims.table()
 # %% [markdown]
 # ## What the run shows
 #
-# What the published run (cpu profile) shows; the cell below prints the numbers behind each point for this run:
+# What the published run (cpu profile) shows; the tables below give the numbers behind each point for this run:
 #
 # - **Sufficiency is per model.** The rank-1 core keeps SmolLM2's margin AUROC, but for Gemma-3-270M
 #   keep-only with one dimension falls short of the model's own AUROC; the rank sweep says how many
@@ -727,20 +780,27 @@ claims.table()
 #   the base AUROC between their run and ours.
 
 # %%
-for name in models:
-    rc, gs, gg = ranks[name], generations[name, "sampled"], generations[name, "greedy"]
-    print(f"{name}: keep-only AUROC {rc.auroc[0]:.3f} with the 1-D core vs the model's {measured[name].base_auroc:.3f}; "
-          f"sufficient rank {rc.sufficient if rc.sufficient > 0 else f'> {rc.ranks[-1]}'}. Generation: "
-          f"{gs.switched} of {gs.right} sampled ({gs.rate:.2f}) and {gg.switched} of {gg.right} greedy ({gg.rate:.2f}) "
-          "continuations switch number under the flip.")
-    ga = generations[name, "authors"]
-    print(f"   the authors' steering (newest position only): {ga.switched} of {ga.right} ({ga.rate:.2f}).")
-for pair, value in pairs.items():
-    print(f"{pair}: Spearman {value['rho']:.3f}, 95 % interval [{value['ci95'][0]:.3f}, {value['ci95'][1]:.3f}]")
-for name, c in comparison.items():
-    print(f"{name} on the authors' sentences: largest difference from their code {c.max_diff:.4f}; last-layer core "
-          f"AUROC {c.core_auroc['post_norm']:.3f} (their recipe) vs {c.core_auroc['block_output']:.3f} (ours); "
-          f"base AUROC {c.base:.3f} on all, {c.base_well_formed:.3f} on the {c.n_well_formed} well-formed")
-if len(comparison) > 1:
-    print("cross-model Spearman on the authors' sentences: "
-          + ", ".join(f"{r} {v:.3f}" for r, v in rho_t.items()))
+display(table([{"model": name, "keep-only, 1-D core": ranks[name].auroc[0], "model's AUROC": measured[name].base_auroc,
+                "sufficient rank": ranks[name].sufficient if ranks[name].sufficient > 0 else f"> {ranks[name].ranks[-1]}",
+                **{how: f"{g.switched} of {g.right} ({g.rate:.2f})"
+                   for how, g in (("sampled flip", generations[name, "sampled"]),
+                                  ("greedy flip", generations[name, "greedy"]),
+                                  ("authors' steering", generations[name, "authors"]))}}
+               for name in models],
+              caption="Each model: keep-only AUROC with the 1-D core against its own, its sufficient rank, and the "
+                      "continuations that switch number under our flip (sampled, greedy) and under the authors' "
+                      "steering (newest position only)"))
+spearman_rows = ([{"models": pair, "sentences": "ours, held out", "Spearman ρ": v["rho"], "95 % interval": v["ci95"]}
+                  for pair, v in pairs.items()]
+                 + [{"models": f"{a_} ~ {b_}", "sentences": f"the authors', {r} recipe", "Spearman ρ": v}
+                    for r, v in (rho_t.items() if len(comparison) > 1 else [])])
+if spearman_rows:
+    display(table(spearman_rows, caption="Cross-model Spearman ρ of the core coordinates, on our held-out prompts (with "
+                                         "its bootstrap interval) and on the authors' sentences under each recipe"))
+if comparison:
+    display(table([{"model": name, "largest difference": f"{c.max_diff:.4f}",
+                    "core AUROC, their recipe": c.core_auroc["post_norm"], "core AUROC, ours": c.core_auroc["block_output"],
+                    "base AUROC, all": c.base, "base AUROC, well-formed": c.base_well_formed, "well-formed": c.n_well_formed}
+                   for name, c in comparison.items()],
+                  caption="Each model on the authors' sentences: the largest difference from their code, the last "
+                          "layer's core AUROC under both recipes, and the base AUROC on all and on the well-formed ones"))

@@ -70,7 +70,9 @@ from corekit import entk, fourier, subspaces
 from corekit.chapters.entk_mlp_modular import alignment_dynamics, cliff_alignments, initial_cliffs, mlp_spectrum
 from corekit.chapters.entk_mlp_modular import random_block_q99
 from corekit.models import BatchedQuadraticMLP
+from corekit.plots import panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks.modular import modular_addition
 from corekit.train import train_mse
 
@@ -83,7 +85,8 @@ n_eig = max(top_k, 2 * n_cliff + 2)            # both cliffs and the eigenvalue 
 #
 # Full batch: one AdamW step per epoch on the training pairs. The parameters are saved at every
 # evaluation (every `eval_every` epochs); the snapshots whose kernels we study at the end are chosen
-# from these after training, once the test-accuracy curve shows when the network generalises.
+# from these after training, once the test-accuracy curve ({numref}`fig-05-training`) shows when the
+# network generalises.
 
 # %%
 task = modular_addition(p, train_frac, data_seed)
@@ -116,7 +119,7 @@ plt.show()
 # Per-layer kernels by Jacobian contraction (input Gram ∘ output-gradient Gram for each weight
 # matrix), class-averaged, summed; top `top_k` eigenpairs by dense `eigh` (the kernel is
 # $p^2 \times p^2$). The cliffs are *detected*: the two largest ratios $\lambda_{i-1}/\lambda_i$ after
-# the top eigenvalue.
+# the top eigenvalue ({numref}`fig-05-spectrum`).
 
 # %%
 eig = mlp_spectrum(model, X, n_eig)                                     # float64, vectors (p², n_eig)
@@ -145,9 +148,10 @@ plt.show()
 # %% [markdown]
 # ## What the eigenvectors are
 #
-# Each eigenvector is a function on the $p \times p$ grid of inputs. One from each cliff, drawn over
-# $(a, b)$: the first cliff's vary along one input only, the second cliff's along the diagonals
-# $a + b$ or $a - b$. Below, every eigenvector's overlap with each feature family
+# Each eigenvector is a function on the $p \times p$ grid of inputs. Two from each cliff are drawn over
+# $(a, b)$ in {numref}`fig-05-eigenvectors`: the first cliff's vary along one input only, the second
+# cliff's along the diagonals $a + b$ or $a - b$. {numref}`fig-05-features` gives every eigenvector's
+# overlap with each feature family
 # ($\|F_o^\top v\|^2$, $F_o$ an orthonormal basis of the family).
 
 # %%
@@ -159,7 +163,7 @@ profile = {name: subspaces.alignment_profile(eig.vectors[:, :shown], F).cpu().nu
            for name, F in (("a, b", F_ab), ("a + b", F_sum), ("a − b", F_diff))}
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvectors 1 and 2 (first cliff) and the first two of the second cliff as p \u00d7 p images over (a, b): look for waves along a or along b in the first pair and along the diagonals a \u00b1 b in the second.", "name": "fig-05-eigenvectors"}}
-fig, axes = plt.subplots(1, 4, figsize=(13, 3.2))
+fig, axes = panel_grid(4, ncols=2, panel=(4.2, 3.6))
 for ax, i in zip(axes, (1, 2, n_cliff + 1, n_cliff + 2)):
     ax.imshow(eig.vectors[:, i].reshape(p, p).cpu().numpy(), cmap="RdBu_r")
     ax.set(title=f"eigenvector {i}", xlabel="b", ylabel="a")
@@ -193,16 +197,15 @@ plt.show()
 align = cliff_alignments(eig.vectors, n_cliff, F_ab, F_sum, F_diff)
 align_ab, align_sum, align_diff = align["ab"], align["sum"], align["diff"]
 random_level = n_cliff / (p * p)            # expected fraction for a random block of the same size
-print(f"cliff 1 vs a, b features:  {align_ab:.4f}  ({align_ab * n_cliff:.2f} / {n_cliff})")
-print(f"cliff 2 vs a + b features: {align_sum:.4f}  ({align_sum * n_cliff / 2:.2f} / {n_cliff // 2})")
-print(f"cliff 2 vs a − b features: {align_diff:.4f}  ({align_diff * n_cliff / 2:.2f} / {n_cliff // 2})")
-print(f"a random block of {n_cliff} directions would score about {random_level:.3f}")
-
 init = initial_cliffs(model, history.snapshots[0], X, n_eig, n_cliff, F_ab, F_sum, F_diff)
 random_q99 = random_block_q99(p * p, n_cliff, {"ab": F_ab, "sum": F_sum, "diff": F_diff}, 200, seed=data_seed)
-print(f"at initialisation: detected cliff sizes {init['cliff1_size']}, {init['cliff2_size']}; cliff 1 vs a, b "
-      f"{init['ab']:.4f}, cliff 2 vs a + b {init['sum']:.4f}, vs a − b {init['diff']:.4f}")
-print("random blocks, 99th percentile: " + ", ".join(f"{k} {v:.4f}" for k, v in random_q99.items()))
+print(f"at initialisation the detected cliff sizes are {init['cliff1_size']}, {init['cliff2_size']}; a random block "
+      f"of {n_cliff} directions scores about {random_level:.3f} on average")
+table([{"cliff vs features": name, "trained": align[key], "directions matched": f"{align[key] * size:.2f} / {size}",
+        "at initialisation": init[key], "random blocks, 99th percentile": random_q99[key]}
+       for name, key, size in (("cliff 1 vs a, b", "ab", n_cliff), ("cliff 2 vs a + b", "sum", n_cliff // 2),
+                               ("cliff 2 vs a − b", "diff", n_cliff // 2))],
+      caption="Alignment of each cliff with its Fourier family: trained, at initialisation, and random blocks", digits=4)
 
 # %% [markdown]
 # ## Alignment during training
@@ -213,7 +216,7 @@ print("random blocks, 99th percentile: " + ", ".join(f"{k} {v:.4f}" for k, v in 
 # (float32 here: only eigenvector spans are compared) and score the cliffs at their expected
 # positions: cliff 1 against the $a, b$ features, cliff 2 against the sum and difference features
 # together. $t_\text{peak}$ is the epoch where the cliff-2 alignment rises fastest (the argmax of its
-# derivative over the snapshots).
+# derivative over the snapshots); {numref}`fig-05-dynamics` sets both beside the held-out accuracy.
 #
 # The first cliff is aligned from the start: on one-hot inputs the kernel of the untrained network
 # is, on average over its random weights, a function of $x\cdot x' = [a = a'] + [b = b']$, whose

@@ -76,11 +76,14 @@ output_dir: str = ""  # path; empty: the claims table and figures stay in the ex
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from corekit import fourier, oracle, subspaces
 from corekit.chapters import entk_transformer_modular
 from corekit.curves import first_step_reaching, steepest_rise
+from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 
 claims, figures, dev = setup("06_entk_transformer_modular", globals())
 all_seeds = list(seeds) + list(extra_seeds)
@@ -114,8 +117,8 @@ milestones = [{level: first_step_reaching(log_epochs, test_acc[logged, i], level
               for i in range(len(all_seeds))]                            # on the authors' logged epochs
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Training and held-out accuracy of each seed (dotted black: the authors' code on the same seed), with the epochs the paper marks (150 dashed, 1900 dotted).", "name": "fig-06-training"}}
-fig, axes = plt.subplots(1, len(seeds), figsize=(5 * len(seeds), 3.4), squeeze=False)
-for ax, (i, seed) in zip(axes[0], enumerate(seeds)):
+fig, axes = panel_grid(len(seeds), ncols=2, panel=(5, 3.4))
+for ax, (i, seed) in zip(axes, enumerate(seeds)):
     ax.plot(epoch_axis, train_acc[:, i], label="train")
     ax.plot(epoch_axis, test_acc[:, i], label="test")
     if authors and str(seed) in authors["seeds"]:
@@ -124,27 +127,31 @@ for ax, (i, seed) in zip(axes[0], enumerate(seeds)):
     for x, style in ((150, "--"), (1900, ":")):
         ax.axvline(x, color="0.4", ls=style, lw=0.8)
     ax.set(xlabel="epoch", ylabel="accuracy", title=f"seed {seed}: a + b mod {p}")
-    ax.legend(fontsize=8)
+handles = {label: line for ax in axes for line, label in zip(*ax.get_legend_handles_labels())}
+fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles))
 figures.save(fig, "training_curves")
 plt.show()
 
 # %% [markdown]
+# {numref}`fig-06-training` shows the training and held-out accuracy of each seed over the epochs.
 # Grey lines: the paper's two markers (its figure 3: epochs 150 and 1,900). Dotted black: the test
 # accuracy of the authors' own code for the same seed on this machine (`results/oracle/06.json`).
 
 # %%
+log_gap = {seed: entk_transformer_modular.log_gap(epoch_loss[:, i], authors["seeds"][str(seed)]["log"])
+           for i, seed in enumerate(seeds) if authors and str(seed) in authors["seeds"]}
+rows = []
 for i, seed in enumerate(all_seeds):
-    m = milestones[i]
-    print(f"seed {seed}: final train accuracy {train_acc[-1, i]:.4f}, test accuracy {test_acc[-1, i]:.4f}; "
-          f"test ≥ 50 % at logged epoch {m[0.5]}, ≥ 99 % at {m[0.99]}")
-log_gap = {}
-for i, seed in enumerate(seeds):
-    if authors and str(seed) in authors["seeds"]:
-        log_gap[seed] = entk_transformer_modular.log_gap(epoch_loss[:, i], authors["seeds"][str(seed)]["log"])
+    row = {"seed": seed, "train accuracy": train_acc[-1, i], "test accuracy": test_acc[-1, i]}
+    row |= {f"test ≥ {level:.0%} from epoch": None if e is None else round(e) for level, e in milestones[i].items()}
+    if seed in log_gap:
         a = authors["seeds"][str(seed)]
-        print(f"seed {seed} vs the authors' code: epoch train loss through epoch 60 differs by at most "
-              f"{log_gap[seed]:.1e}; theirs reach 50 % at {a['first_epoch_test_acc_50']}, 99 % at "
-              f"{a['first_epoch_test_acc_99']}")
+        row |= {"authors: ≥ 50% from": a["first_epoch_test_acc_50"], "authors: ≥ 99% from": a["first_epoch_test_acc_99"],
+                "train-loss gap to authors": f"{log_gap[seed]:.1e}"}
+    rows.append(row)
+table(rows, caption="Each model after training: final accuracies and the first logged epochs of test accuracy ≥ 50 % "
+                    "and ≥ 99 %; where the authors' run of the seed is on record, theirs, and the largest difference "
+                    "of the epoch train loss from theirs through epoch 60", digits=4)
 
 # %% [markdown]
 # ## Key frequencies
@@ -152,7 +159,8 @@ for i, seed in enumerate(seeds):
 # The Fourier power of the embedding rows of the $p$ number tokens, per frequency; the key frequencies
 # are those above the largest drop in the sorted powers. Their share of the non-constant power is
 # compared with a null: the share of the same number of strongest frequencies in the *initial*
-# embedding of the same seed.
+# embedding of the same seed. {numref}`fig-06-keys` shows each seed's share of the embedding's Fourier
+# power at every frequency $k$, the key frequencies in orange.
 
 # %%
 W_E = model.p("W_E")[:, :p].detach().cpu()                              # (models, p, d_model)
@@ -160,14 +168,15 @@ W_E_init = history.snapshots[0]["params.W_E"][:, :p]
 keys = [fourier.key_frequencies(W) for W in W_E]
 key_share = [fourier.key_frequency_fraction(W, k) for W, k in zip(W_E, keys)]
 null_share = [fourier.top_frequency_share(W, len(k)) for W, k in zip(W_E_init, keys)]
-for seed, k, share, null in zip(all_seeds, keys, key_share, null_share):
-    print(f"seed {seed}: key frequencies {k} hold {share:.1%} of the embedding's non-constant Fourier power "
-          f"(initial embedding, its {len(k)} strongest: {null:.1%})")
+table([{"seed": seed, "key frequencies": k, "their power": f"{share:.1%}", "initial, as many strongest": f"{null:.1%}"}
+       for seed, k, share, null in zip(all_seeds, keys, key_share, null_share)],
+      caption="Each model's key frequencies and their share of the embedding's non-constant Fourier power, beside "
+              "the share of as many strongest frequencies in the initial embedding of the same seed")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of the embedding's Fourier power at each frequency k, per seed; the key frequencies (orange) are the ones the model uses.", "name": "fig-06-keys"}}
-fig, axes = plt.subplots(1, len(seeds), figsize=(5 * len(seeds), 3), squeeze=False)
+fig, axes = panel_grid(len(seeds), ncols=2, panel=(5, 3))
 ks = np.arange(1, p // 2 + 1)
-for ax, seed, W, k in zip(axes[0], seeds, W_E, keys):
+for ax, seed, W, k in zip(axes, seeds, W_E, keys):
     power = fourier.fourier_power(W)[1:].numpy()
     ax.bar(ks, power / power.sum(), color=["#D55E00" if j in k else "0.6" for j in ks])
     ax.set(xlabel="frequency k", ylabel="share of Fourier power", title=f"seed {seed}: key frequencies {k}")
@@ -185,57 +194,60 @@ plt.show()
 # directions (99th percentile), per model and family.
 
 # %%
-
 tokens_dev = tokens.to(dev)
 results = [entk_transformer_modular.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i]) for i in range(len(all_seeds))]
 results_init = [entk_transformer_modular.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i], state=history.snapshots[0])
                 for i in range(len(all_seeds))]                          # the same blocks at initialisation: a null
-for seed, r in zip(seeds, results):
-    print(f"seed {seed} (K = {len(r.keys)}; blocks {r.blocks[0][0]}…{r.blocks[0][-1]} and "
-          f"{r.blocks[1][0]}…{r.blocks[1][-1]}):")
-    for name, row in r.table().items():
-        print(f"  {name:6s} sum {row['sum'][0]:.3f} | {row['sum'][1]:.3f}   input {row['input'][0]:.3f} | "
-              f"{row['input'][1]:.3f}   constant share {row['constant'][0]:.2f} | {row['constant'][1]:.2f}")
 ATTENTION = ["0.W_Q", "0.W_K", "0.W_V", "0.W_O"]                        # one summed kernel, reported beside
 grouped, grouped_init = ([entk_transformer_modular.score_blocks(entk_transformer_modular.group_eigenpairs(model, i, tokens_dev, top_k,
                                                                                  {"attention": ATTENTION}, state=state),
                                                     p, keys[i]).scores["attention"] for i in range(len(all_seeds))]
                           for state in (None, history.snapshots[0]))
-for seed, g in zip(seeds, grouped):
-    print(f"seed {seed}: W_Q + W_K + W_V + W_O as one kernel: input {g['input'][0]:.3f} | {g['input'][1]:.3f}, "
-          f"sum {g['sum'][0]:.3f} | {g['sum'][1]:.3f}")
 NULL_SAMPLES = 200                                                       # random blocks per model and family
 random_block = [{family: float(np.quantile(subspaces.random_alignment_null(fourier.fourier_basis(p, kind, keys[i]),
                                                                         2 * len(keys[i]) + 1, NULL_SAMPLES, seed=i), 0.99))
                  for family, kind in entk_transformer_modular.FAMILIES.items()} for i in range(len(all_seeds))]
-print("null: random blocks of 2K + 1 directions vs the features (99th percentile of "
-      f"{NULL_SAMPLES}): " + ", ".join(f"seed {s} sum {rb['sum']:.4f}, input {rb['input']:.4f}"
-                                       for s, rb in zip(all_seeds, random_block)))
+
+# %%
+display(table([{"seed": seed, "K": len(r.keys), "block 0": f"{r.blocks[0][0]}…{r.blocks[0][-1]}",
+                "block 1": f"{r.blocks[1][0]}…{r.blocks[1][-1]}", "random block: sum": rb["sum"],
+                "random block: input": rb["input"]} for seed, r, rb in zip(all_seeds, results, random_block)],
+              caption=f"Each model's number of keys K, the paper's two blocks of eigenvectors sized to it, and the null: "
+                      f"random blocks of 2K + 1 directions against each family (99th percentile of {NULL_SAMPLES})",
+              digits=4))
+table([{"seed": seed, "kernel": name, "sum: block 0": row["sum"][0], "sum: block 1": row["sum"][1],
+        "input: block 0": row["input"][0], "input: block 1": row["input"][1],
+        "constant: block 0": row["constant"][0], "constant: block 1": row["constant"][1]}
+       for seed, r, g in zip(seeds, results, grouped)
+       for name, row in [*r.table().items(), ("W_Q + W_K + W_V + W_O", {**g, "constant": [None, None]})]],
+      caption="Alignment of each kernel's two blocks with the a + b (sum) and input features, and the blocks' share of "
+              "the constant function, per seed; the last row of a seed sums the four attention kernels into one")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Overlap of the leading eigenvectors of four parameter blocks' eNTK with the a + b features (circles) and the input a, b features (squares) at the key frequencies, per seed; the dotted lines mark 2 and 4 times the number of keys, the sizes of the expected blocks.", "name": "fig-06-features"}}
-fig, axes = plt.subplots(len(seeds), 4, figsize=(15, 3.3 * len(seeds)), sharey=True, squeeze=False,
-                         layout="constrained")
 SHOWN = ["0.W_in", "0.W_O", "0.W_out", "W_U"]
-for row, i, seed in zip(axes, range(len(seeds)), seeds):
+fig, axes = panel_grid(len(SHOWN) * len(seeds), ncols=2, panel=(5, 3.2), sharey=True)
+for i, seed in enumerate(seeds):
     eig = entk_transformer_modular.parameter_eigenpairs(model, i, tokens_dev, top_k, names=SHOWN)
     F_sum, F_in = fourier.fourier_basis(p, "sum", keys[i]), fourier.fourier_basis(p, "input_sum", keys[i])
-    for ax, (name, e) in zip(row, eig.items()):
+    for ax, (name, e) in zip(axes[len(SHOWN) * i:], eig.items()):
         ax.plot(subspaces.alignment_profile(e.vectors, F_sum).cpu(), "o-", ms=3, lw=0.8, label="a + b")
         ax.plot(subspaces.alignment_profile(e.vectors, F_in).cpu(), "s-", ms=3, lw=0.8, label="input a, b")
         for edge in (2 * len(keys[i]) + 0.5, 4 * len(keys[i]) + 0.5):
             ax.axvline(edge, color="0.6", ls=":", lw=1)
         ax.set(title=f"seed {seed}: {name.removeprefix('0.')}", xlabel="eigenvector index", xlim=(-1, 20))
-    row[0].set_ylabel("overlap with the features")
-axes[0, 0].legend()
+        integer_ticks(ax, "x")
+for ax in axes[::2]:
+    ax.set_ylabel("overlap with the features")
+fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
 figures.save(fig, "eigenvector_features")
 plt.show()
 
 # %% [markdown]
-# Each panel shows the first 20 eigenvectors' overlaps $\|F_o^\top v\|^2$ with the sum features
-# and with the input features at that seed's key frequencies; dotted lines close the paper's two
-# blocks. An eigenvector that is mostly the constant function can still carry part of a family,
-# which is why the blocks include it rather than skip it (its share of the constant function is
-# printed above, per block).
+# {numref}`fig-06-features` shows, for each seed and four of the parameters, the first 20 eigenvectors'
+# overlaps $\|F_o^\top v\|^2$ with the sum features and with the input features at that seed's key
+# frequencies; dotted lines close the paper's two blocks. An eigenvector that is mostly the constant
+# function can still carry part of a family, which is why the blocks include it rather than skip it
+# (its share of the constant function is in the table above, per block).
 
 # %% [markdown]
 # ## Alignment during training
@@ -248,17 +260,20 @@ plt.show()
 # %%
 dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]
 dynamics = []
-for i, seed in enumerate(seeds):
+for i in range(len(seeds)):
     curve, _ = entk_transformer_modular.unembedding_alignment(model, i, tokens_dev, p, keys[i], top_k=top_k,
                                                               states=[history.snapshots[(e + 1) * spe] for e in dyn_epochs])
     t_peak, _ = steepest_rise(dyn_epochs, curve)
     dynamics.append(dict(curve=curve, t_peak=t_peak))
-    print(f"seed {seed}: unembedding [0:{2 * len(keys[i]) + 1}] vs sum features {curve[0]:.3f} after epoch "
-          f"{dyn_epochs[0]}, {curve[-1]:.3f} at the end; its derivative peaks at epoch {t_peak:.0f}")
+table([{"seed": seed, "W_U block": f"[0:{2 * len(keys[i]) + 1}]", f"after epoch {dyn_epochs[0]}": d["curve"][0],
+        "at the end": d["curve"][-1], "derivative peaks at epoch": round(d["t_peak"])}
+       for i, (seed, d) in enumerate(zip(seeds, dynamics))],
+      caption="Alignment of the unembedding eNTK's leading block with the sum features, per seed: at the first "
+              "snapshot, at the end of training, and the epoch where its derivative peaks")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The unembedding eNTK's overlap with the sum features over training (circles), its derivative (\u00d7 100), and the held-out accuracy, per seed; the orange line is the derivative's peak, the black lines the paper's epochs 150 and 1900.", "name": "fig-06-dynamics"}}
-fig, axes = plt.subplots(1, len(seeds), figsize=(5.5 * len(seeds), 3.6), squeeze=False, layout="constrained")
-for ax, i, seed, d in zip(axes[0], range(len(seeds)), seeds, dynamics):
+fig, axes = panel_grid(len(seeds), ncols=2, panel=(5.5, 4.2))
+for ax, i, seed, d in zip(axes, range(len(seeds)), seeds, dynamics):
     n = 2 * len(keys[i])
     ax.plot(dyn_epochs, d["curve"] * n, "o-", ms=2, label=f"overlap with sum modes (of {n})")
     ax.plot(dyn_epochs, np.gradient(d["curve"] * n, dyn_epochs) * 100, label="derivative × 100")
@@ -266,17 +281,20 @@ for ax, i, seed, d in zip(axes[0], range(len(seeds)), seeds, dynamics):
     for x, style in ((150, "--"), (1900, ":")):
         ax.axvline(x, color="k", ls=style, lw=0.8)
     ax.axvline(d["t_peak"], color="#D55E00", lw=1, label=f"derivative peak ({d['t_peak']:.0f})")
-    ax.set(xlabel="epoch", title=f"seed {seed}: unembedding eNTK vs sum features")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="epoch", ylabel=f"overlap (of {n}), scaled curves",
+           title=f"seed {seed}: unembedding eNTK vs sum features")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
 figures.save(fig, "alignment_dynamics")
 plt.show()
 
 # %% [markdown]
-# Black lines: the paper's markers at epochs 150 (dashed) and 1,900 (dotted). The overlap's
-# derivative peaks while the training loss falls, long before the test accuracy reaches 0.99: the
-# unembedding's kernel finds the answer's Fourier features first, and the model generalises later. The
-# held-out accuracy, though, takes its steepest step at about the same epoch (from chance to about a
-# quarter, grey curve), which is why the claim on the peak's epoch has that step as its null.
+# {numref}`fig-06-dynamics` follows, per seed, the unembedding eNTK's overlap with the sum features over
+# training, its derivative and the held-out accuracy. Black lines: the paper's markers at epochs 150 (dashed)
+# and 1,900 (dotted). The overlap's derivative peaks while the training loss falls, long before the test
+# accuracy reaches 0.99: the unembedding's kernel finds the answer's Fourier features first, and the model
+# generalises later. The held-out accuracy, though, takes its steepest step at about the same epoch (from
+# chance to about a quarter, grey curve), which is why the claim on the peak's epoch has that step as its
+# null.
 
 # %% [markdown]
 # ## Beyond seed 2: generalisation and the number of key frequencies
@@ -287,14 +305,13 @@ plt.show()
 # number of keys.
 
 # %%
-summary = []
-for i, seed in enumerate(all_seeds):
-    r = results[i]
-    summary.append(dict(seed=seed, test=float(test_acc[-1, i]), n_keys=len(keys[i]),
-                        sum=r.holding("W_U", "sum")[1], input=r.holding("W_U", "input")[1]))
-    s = summary[-1]
-    print(f"seed {seed}: test accuracy {s['test']:.3f}, {s['n_keys']} keys {keys[i]}, unembedding sum {s['sum']:.3f}, "
-          f"input {s['input']:.3f}")
+summary = [dict(seed=seed, test=float(test_acc[-1, i]), n_keys=len(keys[i]),
+                sum=results[i].holding("W_U", "sum")[1], input=results[i].holding("W_U", "input")[1])
+           for i, seed in enumerate(all_seeds)]
+table([{"seed": s["seed"], "test accuracy": s["test"], "keys": s["n_keys"], "key frequencies": k,
+        "unembedding: sum": s["sum"], "unembedding: input": s["input"]} for s, k in zip(summary, keys)],
+      caption="Every model of the run: final test accuracy, its key frequencies, and the alignment of its "
+              "unembedding eNTK's better block with the sum and the input features")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Unembedding alignment with the sum (circles) and input (squares) features against the number of key frequencies, one point per seed (filled: test accuracy \u2265 0.99).", "name": "fig-06-keys-alignment"}}
 fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -308,14 +325,15 @@ ax.scatter([], [], marker="o", color="#0072B2", label="sum features (filled: tes
 ax.scatter([], [], marker="s", color="#D55E00", label="input features")
 ax.set(xlabel="number of key frequencies", ylabel="unembedding alignment (of max)",
        xticks=sorted({s["n_keys"] for s in summary}))
-ax.legend(fontsize=7)
+ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "alignment_vs_keys")
 plt.show()
 
 # %% [markdown]
-# Filled markers: models that generalised. The paper's two blocks are sized for the keys each model
-# uses; a model with more keys spreads its features over more eigenvectors, and the printed table
-# above shows which of them stay inside the leading block.
+# {numref}`fig-06-keys-alignment` sets each model's unembedding alignment with the sum and the input
+# features against its number of key frequencies. Filled markers: models that generalised. The paper's
+# two blocks are sized for the keys each model uses; a model with more keys spreads its features over
+# more eigenvectors, and the table above shows which of them stay inside the leading block.
 #
 # **Same weights, same numbers.** `scripts/oracle/mi_ntk_06.py` trains seeds 2 and 3 with the authors'
 # own notebook code, measures all nine parameters with their code, loads the same weights into

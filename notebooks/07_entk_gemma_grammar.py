@@ -82,11 +82,14 @@ output_dir: str = ""  # path; empty: the claims table and figures stay in the ex
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from corekit import lm as language_models
 from corekit.chapters.entk_gemma_grammar import compare, dense_check, pca_by_layer, probe_labels, spectra, stream_of
-from corekit.chapters.entk_gemma_grammar import label_table, layer_sweep, random_null, run_summary
+from corekit.chapters.entk_gemma_grammar import layer_sweep, random_null, run_summary
+from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks import grammar
 
 claims, figures, _ = setup("07_entk_gemma_grammar", globals())
@@ -110,7 +113,7 @@ print(f"{model}: {lm.n_layers} blocks (model.layers.0 … model.layers.{lm.n_lay
 # ```{note}
 # TinyStories is used when `datasets` can fetch it within seconds. Offline, the corpus shipped with
 # the package is used instead: Gemma-3-270M sampled it from 48 story openings in TinyStories' style
-# (its recipe is printed below), so the model is read on text of its own making.
+# (its recipe is shown below), so the model is read on text of its own making.
 # ```
 
 # %%
@@ -125,15 +128,24 @@ short = {c: k for c, k in sel.kept.items() if k < n_per_class}
 print(f"corpus: {stories.source}, {len(stories.stories)} stories; N = {N} contexts kept of "
       f"{sum(sel.tried.values())} tried; {split_seeds} splits of {len(labels.splits[0][0])} train / "
       f"{len(labels.splits[0][1])} test; classes short of {n_per_class}: {short or 'none'}")
-print(f"{len(labels.morph.names)} morphology labels kept: {labels.morph.names}")
+print(f"{len(labels.morph.names)} morphology labels kept: {', '.join(labels.morph.names) or 'none'}")
 
 # %% tags=["hide-output"]
-print(f"recipe of the corpus: {stories.recipe}")
-print("candidates per class: " + ", ".join(f"{c} {sum(x.upos == c for x in pool)}" for c in grammar.UPOS_CLASSES))
-print("kept / tried per class: " + ", ".join(f"{c} {sel.kept[c]}/{sel.tried[c]}" for c in grammar.UPOS_CLASSES))
-print("morphology labels dropped: " + "; ".join(f"{k}: {v}" for k, v in labels.morph.dropped.items()))
-for x, g, m in list(zip(sel.contexts, sel.greedy, sel.predicted_morph))[::max(1, N // 6)][:6]:
-    print(f"   [{x.upos:5s}] …{x.text[-60:]!r} -> true {x.word!r}, predicted {g!r} ({m})")
+if stories.recipe:
+    display(table([{"setting": k, "value": v} for k, v in stories.recipe.items()],
+                  caption=f"The recipe of the corpus {stories.source}"))
+else:
+    print(f"recipe of the corpus: none ({stories.source})")
+display(table([{"class": c, "candidates": sum(x.upos == c for x in pool), "kept": sel.kept[c], "tried": sel.tried[c]}
+               for c in grammar.UPOS_CLASSES],
+              caption="Candidate contexts per word class, and how many of those tried were kept by the greedy filter"))
+display(table([{"label": k, "why dropped": v} for k, v in labels.morph.dropped.items()],
+              caption="The morphology labels dropped, with the reason for each"))
+table([{"class": x.upos, "context (end)": f"…{x.text[-60:]}", "true word": x.word, "predicted": g,
+        "morphology": ", ".join(f"{k}={v}" for k, v in m.items()) or None}
+       for x, g, m in list(zip(sel.contexts, sel.greedy, sel.predicted_morph))[::max(1, N // 6)][:6]],
+      caption=f"Up to six of the {N} kept contexts, evenly spaced: the true next word, the model's greedy prediction "
+              "and its morphology")
 
 # %% [markdown]
 # ## 2. The kernel as an operator on the residual stream
@@ -166,26 +178,31 @@ for x, g, m in list(zip(sel.contexts, sel.greedy, sel.predicted_morph))[::max(1,
 # Block Lanczos with full reorthogonalisation (`corekit.entk.lanczos`, blocks of `block_size`) on
 # $\tilde K$, stopped once every one of the `top_k` pairs has $\|\tilde K v - \lambda v\| \le$
 # `lanczos_tol` $\cdot \lambda$ (its own eigenvalue), or at `lanczos_vectors` vectors. The paper runs
-# 50 single-vector steps for 25 pairs; the number of products each layer needed is printed.
+# 50 single-vector steps for 25 pairs; the table gives the number of products each layer needed.
+# {numref}`fig-07-eigenvalues` shows each layer's top eigenvalues and each pair's relative residual against
+# the tolerance.
 
 # %%
 spec = spectra(lm, sel, layers, top_k, lanczos_vectors, block_size, lanczos_tol, data_seed, chunk_size, vector_chunk)
-for s in spec.layers.values():
-    rel = s.relative_residuals
-    print(f"{s.module}: {s.n_params:,} parameters, {s.downstream} blocks downstream, n = {s.n:,}; "
-          f"{s.pairs.n_matvecs} products; λ{top_k}/λ1 {float(s.pairs.values[-1] / s.pairs.values[0]):.3g}; "
-          f"max ‖K̃v − λv‖/λ over the top {top_k}: {rel.max():.1e} (top 5: {rel[:5].max():.1e})")
 head_spec = spec.layers[layer]
+table([{"module": s.module, "parameters": f"{s.n_params:,}", "blocks downstream": s.downstream, "n": f"{s.n:,}",
+        "products": s.pairs.n_matvecs, f"λ{top_k}/λ1": f"{float(s.pairs.values[-1] / s.pairs.values[0]):.3g}",
+        "max residual": f"{s.relative_residuals.max():.1e}", "max residual, top 5": f"{s.relative_residuals[:5].max():.1e}"}
+       for s in spec.layers.values()],
+      caption=f"Lanczos on each layer's eNTK: its size, the products it took, the spread of the top {top_k} eigenvalues "
+              "and the largest relative residual ‖K̃v − λv‖/λ over them")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Left: the top eigenvalues of each layer's eNTK, found by Lanczos. Right: each eigenpair's relative residual \u2016K\u0303v \u2212 \u03bbv\u2016/\u03bb; pairs below the dotted line are converged to the tolerance.", "name": "fig-07-eigenvalues"}}
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+fig, (ax1, ax2) = panel_grid(2, ncols=2, panel=(5.0, 3.4))
 for s in spec.layers.values():
     ax1.semilogy(np.arange(1, top_k + 1), s.pairs.values.cpu(), "o-", ms=3, label=s.module)
     ax2.semilogy(np.arange(1, top_k + 1), s.relative_residuals, "o-", ms=3, label=s.module)
 ax2.axhline(lanczos_tol, color="black", lw=0.6, ls=":")
 ax1.set(xlabel="eigenvalue index", ylabel="λ of K̃", title="top eigenvalues (Lanczos)")
 ax2.set(xlabel="eigenvalue index", ylabel="‖K̃v − λv‖ / λ", title="relative residuals")
-ax1.legend(fontsize=7)
+for ax in (ax1, ax2):
+    integer_ticks(ax, "x")
+fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncols=3)
 figures.save(fig, "eigenvalues")
 plt.show()
 
@@ -224,27 +241,36 @@ print(f"{len(check.contexts)} contexts of {check.tokens} tokens, {head_spec.modu
 # `n_boot` times, the contexts are resampled within each word class, and both families are scored on
 # the same resample in every split. The directions chosen on each training half stay fixed, so the
 # interval covers the sampling of the test contexts, not the choice of direction.
+#
+# {numref}`fig-07-auroc` sets the held-out AUROC of the eNTK eigenvectors beside that of the PCA directions for
+# each word class and morphological feature at the headline layer (mean ± sd over the splits; 0.5 is chance).
 
 # %%
 pca = pca_by_layer(lm, sel, top_k)
 results = {l: compare(s.scores, pca[l], labels) for l, s in spec.layers.items()}
 head = results[layer]
-for l, r in results.items():
-    print(f"{spec.layers[l].module}: POS macro AUROC eNTK {r.entk_pos.auroc().mean():.3f} / PCA "
-          f"{r.pca_pos.auroc().mean():.3f}, difference {r.pos.macro:+.3f} [{r.pos.macro_interval[0]:+.3f}, "
-          f"{r.pos.macro_interval[1]:+.3f}]; morphology {r.entk_morph.auroc().mean():.3f} / "
-          f"{r.pca_morph.auroc().mean():.3f} (held out, mean of {split_seeds} splits)")
+table([{"module": spec.layers[l].module, "POS eNTK": r.entk_pos.auroc().mean(), "POS PCA": r.pca_pos.auroc().mean(),
+        "difference": r.pos.macro, "95 % interval": r.pos.macro_interval,
+        "morphology eNTK": r.entk_morph.auroc().mean(), "morphology PCA": r.pca_morph.auroc().mean()}
+       for l, r in results.items()],
+      caption=f"Macro AUROC of the eNTK eigenvectors and of PCA at each layer, held out, mean of {split_seeds} splits; "
+              "the eNTK − PCA difference on word classes with its paired-bootstrap interval")
 
 # %% tags=["hide-output"]
-print(f"{head_spec.module}, held out, mean of {split_seeds} splits:")
-print("\n".join(label_table(head.entk_pos, head.pca_pos, head.pos)))
-print("\n".join(label_table(head.entk_morph, head.pca_morph, head.morph)))
+for e, p, d, what in ((head.entk_pos, head.pca_pos, head.pos, "word class"),
+                      (head.entk_morph, head.pca_morph, head.morph, "morphology label")):
+    display(table([{"label": name, "eNTK AUROC": e.auroc()[:, i].mean(), "PCA AUROC": p.auroc()[:, i].mean(),
+                    "difference": d.diff[i], "95 % interval": d.interval[i], "eNTK AP": e.ap()[:, i].mean(),
+                    "PCA AP": p.ap()[:, i].mean()} for i, name in enumerate(d.names)],
+                  caption=f"{head_spec.module}, one row per {what}: held-out AUROC and AP of both families (mean of "
+                          f"{split_seeds} splits) and the AUROC difference with its paired-bootstrap interval"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out AUROC of the eNTK eigenvectors and of the PCA directions for each word class (left) and morphological feature (right), mean \u00b1 sd over the splits; 0.5 (dotted) is chance.", "name": "fig-07-auroc"}}
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6),
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained",
                                gridspec_kw=dict(width_ratios=[8, max(4, len(labels.morph.names))]))
-for ax, (e, p, d, title) in ((ax1, (head.entk_pos, head.pca_pos, head.pos, "word classes")),
-                             (ax2, (head.entk_morph, head.pca_morph, head.morph, "morphology"))):
+for ax, (e, p, d, title, xlabel) in ((ax1, (head.entk_pos, head.pca_pos, head.pos, "word classes", "word class")),
+                                     (ax2, (head.entk_morph, head.pca_morph, head.morph, "morphology",
+                                            "morphological feature"))):
     x = np.arange(len(d.names))
     for off, fam, lab in ((-0.2, e, "eNTK eigenvectors"), (0.2, p, "PCA")):
         a = fam.auroc()
@@ -252,8 +278,8 @@ for ax, (e, p, d, title) in ((ax1, (head.entk_pos, head.pca_pos, head.pos, "word
     ax.axhline(0.5, color="black", lw=0.6, ls=":")
     ax.set_xticks(x, d.names, rotation=45 if title == "morphology" else 0,
                   ha="right" if title == "morphology" else "center", fontsize=7 if title == "morphology" else 9)
-    ax.set(ylim=(0.0, 1.02), ylabel="test AUROC (mean ± sd over splits)", title=f"{head_spec.module}: {title}")
-fig.legend(*ax1.get_legend_handles_labels(), loc="upper center", ncol=2, bbox_to_anchor=(0.5, 1.08))
+    ax.set(ylim=(0.0, 1.02), xlabel=xlabel, ylabel="test AUROC (mean ± sd over splits)", title=f"{head_spec.module}: {title}")
+fig.legend(*ax1.get_legend_handles_labels(), loc="outside upper center", ncols=2)
 figures.save(fig, "auroc_by_label")
 plt.show()
 
@@ -263,7 +289,8 @@ plt.show()
 # PCA runs on the output of every block; the eNTK on the blocks of `sweep_layers`. The paper's table
 # takes the best layer; here a layer is chosen on the **training** halves (the mean training AUROC of
 # the chosen directions over the 8 classes and the splits), and the test macro AUROC at every layer is
-# shown for reference.
+# shown for reference. {numref}`fig-07-layers` draws the macro AUROC over the word classes and over the
+# morphological features of both families at each block, with the block analysed above marked.
 
 # %%
 sweep = layer_sweep(results, spec, pca, labels, layers)
@@ -280,7 +307,8 @@ ax.plot(layers, [results[l].entk_morph.auroc().mean() for l in layers], "o:", la
 ax.plot(layers, [results[l].pca_morph.auroc().mean() for l in layers], "s:", label="PCA: morphology (test)")
 ax.axvline(layer, color="black", lw=0.6)
 ax.set(xlabel="Hugging Face block N (model.layers.N)", ylabel="macro AUROC", title="per-layer sweep")
-ax.legend(fontsize=7)
+integer_ticks(ax, "x")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "layer_sweep")
 plt.show()
 
@@ -288,22 +316,25 @@ plt.show()
 # ### What the top eigenvectors respond to
 #
 # The contexts with the highest scores on the first `n_show` eigenvectors at the headline layer, shown
-# as their last characters, the true next word and its class.
+# as their last characters, the true next word and its class. {numref}`fig-07-scores` shows each of these
+# eigenvectors' score on every context, one row per word class: an eigenvector that picks out a class sets
+# that row apart from the others.
 
 # %% tags=["hide-output"]
 scores = head_spec.scores.numpy()
 for k in range(min(n_show, top_k)):
-    print(f"eigenvector {k} (λ = {float(head_spec.pairs.values[k]):.4g}):")
-    for s, text, word, upos in grammar.top_contexts(scores[k], sel.contexts, n_top_contexts):
-        print(f"   {s:+8.3f}  …{text!r} -> {word!r} [{upos}]")
+    display(table([{"score": s, "context (end)": f"…{text}", "next word": word, "class": upos}
+                   for s, text, word, upos in grammar.top_contexts(scores[k], sel.contexts, n_top_contexts)],
+                  caption=f"Eigenvector {k} (λ = {float(head_spec.pairs.values[k]):.4g}): the {n_top_contexts} of the "
+                          f"{N} contexts with the highest scores"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Each top eigenvector's score on every token, one row per word class: an eigenvector that picks out a class sets that row apart from the others.", "name": "fig-07-scores"}}
-fig, axes = plt.subplots(1, min(n_show, top_k), figsize=(4 * min(n_show, top_k), 3.2), squeeze=False)
-for k, ax in enumerate(axes[0]):
+fig, axes = panel_grid(min(n_show, top_k), ncols=2, panel=(4.0, 3.2))
+for k, ax in enumerate(axes):
     for i, c in enumerate(grammar.UPOS_CLASSES):
         ax.scatter(scores[k, sel.upos == c], np.full(int((sel.upos == c).sum()), i), s=8)
     ax.set_yticks(range(len(grammar.UPOS_CLASSES)), grammar.UPOS_CLASSES, fontsize=7)
-    ax.set(xlabel="score", title=f"eigenvector {k}")
+    ax.set(xlabel="score", ylabel="true next word's class", title=f"eigenvector {k}")
 figures.save(fig, "scores_by_class")
 plt.show()
 
@@ -322,11 +353,13 @@ null = random_null(sel, pca, labels, layers, top_k, data_seed, head, layer)
 null_results, levels = null.results, null.levels
 rand = null_results[layer]                       # its entk_* fields hold the random family
 nan_interval = (float("nan"), float("nan"))
-for (family, kind), (point, (lo, hi)) in levels.items():
-    print(f"{family:>6s} {kind:5s} macro AUROC {point:.3f} [{lo:.3f}, {hi:.3f}]")
 print(f"random − PCA: POS {rand.pos.macro:+.3f} [{rand.pos.macro_interval[0]:+.3f}, {rand.pos.macro_interval[1]:+.3f}], "
       f"AP {rand.pos_ap.macro:+.3f}; eNTK − PCA AP {head.pos_ap.macro:+.3f} [{head.pos_ap.macro_interval[0]:+.3f}, "
       f"{head.pos_ap.macro_interval[1]:+.3f}]")
+table([{"family": family, "labels": kind, "macro AUROC": point, "95 % interval": ci}
+       for (family, kind), (point, ci) in levels.items()],
+      caption="Macro AUROC of each family (eNTK, PCA, random directions) on word classes (pos) and morphology (morph), "
+              "with its bootstrap interval over the same resamples of the contexts")
 
 # %% [markdown]
 # ## Claims
@@ -440,4 +473,5 @@ claims.table()
 # table has PCA ahead on PRON (.723 against .703), so its "every class" is 7 of 8 in its own numbers.
 
 # %%
-print("\n".join(run_summary(setting, head_spec, head, labels, min_support, N, short, n_per_class)))
+table([{"finding": line} for line in run_summary(setting, head_spec, head, labels, min_support, N, short, n_per_class)],
+      caption="What this run shows, in sentences written from its numbers")

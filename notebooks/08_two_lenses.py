@@ -25,11 +25,13 @@
 # ACE ({cite}`schiffman2026cores`) takes the activations at a cut and keeps the directions that are both
 # large and read by the rest of the network (the core: covariance × observability). The eNTK paper
 # ({cite}`lin2025entk`) takes each parameter's kernel over the inputs and keeps its leading
-# eigenvectors. On the modular-addition transformer of chapter 06 both are said to find the same Fourier
-# structure. Do the two lenses see the same subspace, at the same time in training, and which of the two
-# subspaces is causal for the model's answers? And on a language model, where ACE finds a 1-D axis of
-# number agreement in Gemma-3-270M (chapter 04) and the eNTK paper reads word classes off per-layer kernels
-# (chapter 07): does the eNTK at the axis's layer see number at all?
+# eigenvectors. On the modular-addition transformer of chapter 06
+# ({doc}`06_entk_transformer_modular`) both are said to find the same Fourier structure. Do the two lenses
+# see the same subspace, at the same time in training, and which of the two subspaces is causal for the
+# model's answers? And on a language model, where ACE finds a 1-D axis of number agreement in
+# Gemma-3-270M (chapter 04, {doc}`04_llm_agreement_axis`) and the eNTK paper reads word classes off
+# per-layer kernels (chapter 07, {doc}`07_entk_gemma_grammar`): does the eNTK at the axis's layer see
+# number at all?
 #
 # **Method.** The model is chapter 06's: the eNTK authors' 1-layer transformer on $a + b \bmod p$, trained
 # with their settings (split, initial draw, batch order, AdamW; see chapter 06): seeds 2 and 3 by default, more
@@ -46,8 +48,8 @@
 #   (`corekit.subspaces.alignments`, 1 when one holds the other), with three nulls: random subspaces of the
 #   same sizes, the same computation at initialisation, and PCA of the same activations.
 #
-# The same comparison then runs layer by layer on chapter 02's two-layer models (the ACE authors'
-# architecture), whose eNTK is taken per layer.
+# The same comparison then runs layer by layer on chapter 02's two-layer models
+# ({doc}`02_grokking_cores`: the ACE authors' architecture), whose eNTK is taken per layer.
 #
 # One relation explains where to look (`corekit.chapters.two_lenses`, pinned by `tests/test_chapter_two_lenses.py`): for logits
 # $hW_U$ the eNTK of $W_U$ is $h(x)\cdot h(x')/C$, the Gram matrix of the very residual stream that ACE
@@ -100,13 +102,16 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from IPython.display import display
 
 from corekit import curves, fourier
 from corekit import lm as language_models
 from corekit.chapters import entk_transformer_modular, two_lenses
 from corekit.chapters.llm_agreement_axis import find_axis, measure, sweep
 from corekit.curves import first_step_reaching, steepest_rise
+from corekit.plots import panel_grid
 from corekit.runs.session import setup
+from corekit.tables import table
 from corekit.tasks import agreement
 
 default_threads = torch.get_num_threads()
@@ -133,16 +138,19 @@ test_acc = history.curve("test_acc").numpy()                             # (eval
 train_acc = history.curve("train_acc").numpy()
 logged = [e + 1 for e in log_epochs]
 grok_epoch = [first_step_reaching(log_epochs, test_acc[logged, i], 0.99) for i in range(len(seeds))]
-for i, seed in enumerate(seeds):
-    print(f"seed {seed}: final test accuracy {test_acc[-1, i]:.4f}; test ≥ 0.99 from logged epoch {grok_epoch[i]} "
-          f"({train_seconds:.0f} s of training for all seeds)")
-
+print(f"{train_seconds:.0f} s of training for all seeds")
+table([{"seed": seed, "final test accuracy": test_acc[-1, i], "test ≥ 0.99 from epoch": None if g is None else round(g)}
+       for i, (seed, g) in enumerate(zip(seeds, grok_epoch))],
+      caption="Each model after training: its held-out accuracy and the first logged epoch of test accuracy ≥ 0.99",
+      digits=4)
 
 # %% [markdown]
 # ## Both lenses on the final model
 #
 # For every model: the residual stream $h$ (M, N, D) at the last position, its ACE core and energy rank
 # (`corekit.chapters.two_lenses.final_residual_core`), and every parameter's eNTK with its top `top_k` eigenvectors.
+# {numref}`fig-08-per-parameter` shows, one dot per seed, how much of the ACE core each parameter's leading
+# eNTK eigenvectors hold, against random subspaces (99th percentile) and the unembedding at initialisation.
 
 # %%
 tokens_dev = tokens.to(dev)
@@ -161,8 +169,9 @@ W_E = model.p("W_E")[:, :p].detach().cpu()
 keys = [fourier.key_frequencies(W) for W in W_E]
 print(f"ACE on all models: {ace_seconds:.2f} s; every parameter's eNTK and eigenvectors: {entk_seconds:.1f} s")
 print(f"top eigenvalue of W_U's eNTK vs that of the residual Gram h·h'/C: relative difference {gram_gap:.1e}")
-for i, seed in enumerate(seeds):
-    print(f"seed {seed}: ACE energy rank {int(ranks[i])} (at initialisation {int(ranks_init[i])}); key frequencies {keys[i]}")
+table([{"seed": seed, "ACE energy rank": int(ranks[i]), "at initialisation": int(ranks_init[i]), "key frequencies": keys[i]}
+       for i, seed in enumerate(seeds)], caption="Each model's ACE energy rank, trained and at initialisation, and its "
+                                                 "key frequencies")
 
 # %%
 PARAMS = list(eigs[0])
@@ -174,13 +183,15 @@ lenses = [two_lenses.compare_lenses(i, h, core, ranks, eigs[i], h_init, core_ini
 align, pca, init_all = [c.align for c in lenses], [c.pca for c in lenses], [c.init_all for c in lenses]
 init_align, null99, null99_init = [c.init("W_U") for c in lenses], [c.null99 for c in lenses], [c.null99_init for c in lenses]
 fourier_core, fourier_init = [c.features for c in lenses], [c.features_init for c in lenses]
-for i in range(len(seeds)):
-    r, best = int(ranks[i]), max(align[i], key=align[i].get)
-    print(f"seed {seeds[i]}: ACE core (rank {r}) vs each parameter's top {r + 1} eNTK eigenvectors: "
-          + ", ".join(f"{n.removeprefix('0.')} {v:.3f}" for n, v in align[i].items()))
-    print(f"  best: {best}; PCA of h vs W_U's block {pca[i]:.3f}; at initialisation ACE vs W_U {init_align[i]:.3f}; "
-          f"random subspaces (99th percentile) {null99[i]:.3f}")
-    print(f"  ACE core vs the a + b features at the keys: {fourier_core[i]:.3f} (at initialisation {fourier_init[i]:.3f})")
+display(table([{"parameter": n.removeprefix("0."), **{f"seed {s} (r = {int(ranks[i])})": align[i][n]
+                                                      for i, s in enumerate(seeds)}} for n in PARAMS],
+              caption="Alignment of the ACE core (rank r) with each parameter's top r + 1 eNTK eigenvectors, per seed"))
+table([{"seed": seeds[i], "closest kernel": max(align[i], key=align[i].get).removeprefix("0."),
+        "PCA of h vs W_U": pca[i], "W_U at initialisation": init_align[i], "random, 99th percentile": null99[i],
+        "core vs a + b features": fourier_core[i], "at initialisation": fourier_init[i]} for i in range(len(seeds))],
+      caption="Per seed: the kernel closest to the ACE core, the nulls of the W_U alignment (PCA of the same "
+              "activations, the same pair at initialisation, random subspaces), and the core's alignment with the "
+              "a + b features at the keys, trained and at initialisation")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Alignment of the ACE core of the final residual stream with the leading eigenvectors of each parameter's eNTK, one dot per seed. Look for the one parameter whose kernel holds the core, against the grey band of random subspaces (99th percentile) and the hollow markers of the same pair at initialisation.", "name": "fig-08-per-parameter"}}
 fig, ax = plt.subplots(figsize=(7.5, 3.4), layout="constrained")
@@ -194,23 +205,27 @@ ax.axhspan(0, max(null99), color="0.85", label="random subspaces, 99th percentil
 ax.set(xticks=x, ylim=(0, 1.05), ylabel="alignment with the ACE core",
        title=f"{len(seeds)} seeds; ACE ranks {sorted(int(r) for r in ranks)}")
 ax.set_xticklabels([n.removeprefix("0.") for n in PARAMS])
-ax.legend(fontsize=7, loc="upper left")
+ax.set_xlabel("parameter")
+ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "per_parameter_alignment")
 plt.show()
 
 # %% [markdown]
 # ## The same question on chapter 02's models, layer by layer
 #
-# Chapter 02's grokking models are another architecture: the ACE authors' two `nn.TransformerEncoderLayer`
-# blocks (post-LayerNorm, ReLU, dropout 0.1 inside the blocks, query, key and value biases, a causal mask),
-# input $[a, b]$, their split (`RandomState(42)`, first half for training) and AdamW with a full batch of
-# 512, at the size of chapter 02's cpu profile (the `grok_*` parameters: $p = 31$, d_model 64, lr 3e-3,
-# ω = 1). The same settings and seeds train here for `grok_epochs` epochs, so these are chapter 02's
-# weight-decay models at that checkpoint. The eNTK is taken per *layer* (`corekit.models.layer_groups`:
-# the embeddings; each block's attention and its MLP, each with the LayerNorm that follows it; the
-# unembedding with its bias), the sum of its parameters' kernels, and each layer's top $r + 1$ eigenvectors
-# are scored against the ACE core of rank $r$ of the final residual stream, with the same three nulls
-# (`two_lenses.compare_lenses`, as for chapter 06's models; the models by `two_lenses.train_ace_authors`).
+# Chapter 02's grokking models ({doc}`02_grokking_cores`) are another architecture: the ACE authors' two
+# `nn.TransformerEncoderLayer` blocks (post-LayerNorm, ReLU, dropout 0.1 inside the blocks, query, key and
+# value biases, a causal mask), input $[a, b]$, their split (`RandomState(42)`, first half for training) and
+# AdamW with a full batch of 512, at the size of chapter 02's cpu profile (the `grok_*` parameters: $p = 31$,
+# d_model 64, lr 3e-3, ω = 1). The same settings and seeds train here for `grok_epochs` epochs, so these are
+# chapter 02's weight-decay models at that checkpoint. The eNTK is taken per *layer*
+# (`corekit.models.layer_groups`: the embeddings; each block's attention and its MLP, each with the LayerNorm
+# that follows it; the unembedding with its bias), the sum of its parameters' kernels, and each layer's
+# top $r + 1$ eigenvectors are scored against the ACE core of rank $r$ of the final residual stream, with the
+# same three nulls (`two_lenses.compare_lenses`, as for chapter 06's models; the models by
+# `two_lenses.train_ace_authors`). {numref}`fig-08-per-layer` shows, one dot per seed, how much of the ACE
+# core each layer's leading eNTK eigenvectors hold, against random subspaces (99th percentile) and the
+# unembedding at initialisation.
 
 # %%
 t0 = time.perf_counter()
@@ -241,15 +256,18 @@ grok_lenses = [two_lenses.compare_lenses(i, grok_h, grok_core, grok_ranks, grok_
 grok_align, grok_pca = [c.align for c in grok_lenses], [c.pca for c in grok_lenses]
 grok_init, grok_init_all = [c.init("unembed") for c in grok_lenses], [c.init_all for c in grok_lenses]
 grok_null99, grok_null99_init = [c.null99 for c in grok_lenses], [c.null99_init for c in grok_lenses]
-for i, seed in enumerate(grok_seeds):
-    r, r0 = int(grok_ranks[i]), int(init_ranks[i])
-    print(f"seed {seed}: final test accuracy {grok_acc[-1, i]:.3f} (≥ 0.99 from epoch {grok_grokked[i]}); ACE energy rank "
-          f"{r} (at initialisation {r0}); core vs each layer's top {r + 1} eNTK eigenvectors: "
-          + ", ".join(f"{n} {v:.3f}" for n, v in grok_align[i].items()))
-    print(f"  PCA of h vs the unembedding block {grok_pca[i]:.3f}; at initialisation ACE vs unembedding "
-          f"{grok_init[i]:.3f}; random subspaces (99th percentile) {grok_null99[i]:.3f}")
 print(f"training {grok_train_seconds:.0f} s; ACE {grok_ace_seconds:.2f} s; every layer's eNTK {grok_entk_seconds:.1f} s "
       f"(N = {grok_p ** 2} inputs, D = {grok_d_model})")
+display(table([{"seed": seed, "final test accuracy": grok_acc[-1, i],
+                "test ≥ 0.99 from epoch": None if grok_grokked[i] is None else f"{grok_grokked[i]:g}",
+                "ACE energy rank": int(grok_ranks[i]), "at initialisation": int(init_ranks[i]),
+                "PCA of h vs unembedding": grok_pca[i], "unembedding at initialisation": grok_init[i],
+                "random, 99th percentile": grok_null99[i]} for i, seed in enumerate(grok_seeds)],
+              caption="Chapter 02's models: held-out accuracy, the ACE core's energy rank, and the nulls of the core's "
+                      "alignment with the unembedding layer's eNTK block"))
+table([{"layer": n, **{f"seed {s} (r = {int(grok_ranks[i])})": grok_align[i][n] for i, s in enumerate(grok_seeds)}}
+       for n in LAYERS],
+      caption="Chapter 02's models: alignment of the ACE core (rank r) with each layer's top r + 1 eNTK eigenvectors, per seed")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Chapter 02's models: alignment of the ACE core of the final residual stream with the leading eigenvectors of each layer's eNTK (the sum of its parameters' kernels), one dot per seed, against the grey band of random subspaces (99th percentile) and, hollow, the unembedding at initialisation.", "name": "fig-08-per-layer"}}
 fig, ax = plt.subplots(figsize=(7.5, 3.4), layout="constrained")
@@ -261,10 +279,10 @@ for i in range(len(grok_seeds)):
 ax.scatter(x[LAYERS.index("unembed")] + spread, grok_init, s=14, facecolor="white", edgecolor="k",
            label="unembedding at initialisation")
 ax.axhspan(0, max(grok_null99), color="0.85", label="random subspaces, 99th percentile")
-ax.set(xticks=x, xticklabels=LAYERS, ylim=(0, 1.05), ylabel="alignment with the ACE core",
+ax.set(xticks=x, xticklabels=LAYERS, ylim=(0, 1.05), xlabel="layer", ylabel="alignment with the ACE core",
        title=f"a + b mod {grok_p}, {len(grok_seeds)} seed(s), {grok_epochs} epochs; ACE ranks "
              f"{sorted(int(r) for r in grok_ranks)}")
-ax.legend(fontsize=7, loc="upper left")
+ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "per_layer_alignment")
 plt.show()
 
@@ -275,7 +293,9 @@ plt.show()
 # $a + b$ features at the final keys (chapter 06's curve) and the alignment of the two lenses. Three
 # epochs per seed: where the core *settles* (the first snapshot from which its energy rank never again
 # exceeds the final one), where the eNTK alignment rises fastest (the peak of its derivative) and where
-# the model groks (test accuracy ≥ 0.99).
+# the model groks (test accuracy ≥ 0.99). {numref}`fig-08-timing` follows, for chapter 06's seeds, the
+# core's energy rank, the eNTK's alignment with the $a + b$ features and the alignment of the two lenses
+# beside the held-out accuracy, and sets the three epochs side by side for every seed.
 
 # %%
 dyn_states = [history.snapshots[(e + 1) * spe] for e in dyn_epochs]
@@ -293,18 +313,22 @@ t_test = [steepest_rise(dyn_epochs, test_acc[at_dyn, i])[0] for i in range(len(s
 memorised = [first_step_reaching(log_epochs, train_acc[logged, i], 0.99) for i in range(len(seeds))]
 mem_snapshot = [next((j for j, e in enumerate(dyn_epochs) if train_acc[e + 1, i] >= 0.99 > test_acc[e + 1, i]), None)
                 for i in range(len(seeds))]                              # the memorising checkpoint, if any
-for i, seed in enumerate(seeds):
-    print(f"seed {seed}: eNTK alignment rises fastest at epoch {t_entk[i]:.0f}, the ACE core settles at {t_ace[i]:.0f} "
-          f"(energy rank {int(dyn_rank[0, i])} → {int(dyn_rank[-1, i])}), grokking at {grok_epoch[i]}; train ≥ 0.99 "
-          f"at {memorised[i]}, test accuracy rises fastest at {t_test[i]:.0f}; memorising checkpoint: "
-          + (f"epoch {dyn_epochs[mem_snapshot[i]]} (lenses {dyn_lens[mem_snapshot[i], i]:.3f})"
-             if mem_snapshot[i] is not None else "none (no snapshot fits the training pairs before test ≥ 0.99)"))
+table([{"seed": seed, "eNTK rises fastest": round(t_entk[i]), "core settles": round(t_ace[i]),
+        "energy rank": f"{int(dyn_rank[0, i])} → {int(dyn_rank[-1, i])}",
+        "test ≥ 0.99": None if grok_epoch[i] is None else round(grok_epoch[i]),
+        "train ≥ 0.99": None if memorised[i] is None else round(memorised[i]), "test rises fastest": round(t_test[i]),
+        "memorising checkpoint": None if mem_snapshot[i] is None else dyn_epochs[mem_snapshot[i]],
+        "lenses there": None if mem_snapshot[i] is None else dyn_lens[mem_snapshot[i], i]} for i, seed in enumerate(seeds)],
+      caption="Epochs per seed: where the eNTK alignment rises fastest, where the ACE core settles (its energy rank "
+              "from the first to the last snapshot beside), grokking, fitting the training pairs, the held-out "
+              "accuracy's steepest rise, and the memorising checkpoint with the two lenses' alignment there (a dash: "
+              "no snapshot fits the training pairs before test ≥ 0.99)")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Over training, for chapter 06's seeds (first panels): the ACE core's energy rank (left axis), the unembedding eNTK's alignment with the a + b features and the alignment of the two lenses (right axis), with the held-out accuracy in grey; dashed lines mark where the eNTK alignment rises fastest (orange) and where the core settles (blue), the dotted line grokking. Last panel: the three epochs for every seed.", "name": "fig-08-timing"}}
 shown = list(range(min(2, len(seeds))))
-fig, axes = plt.subplots(1, len(shown) + 1, figsize=(5.2 * (len(shown) + 1), 3.6), squeeze=False, layout="constrained")
+fig, axes = panel_grid(len(shown) + 1, ncols=2, panel=(5.2, 3.6))
 epoch_axis = np.asarray(history.steps) / spe
-for ax, i in zip(axes[0], shown):
+for ax, i in zip(axes, shown):
     ax.plot(dyn_epochs, dyn_rank[:, i], color="#0072B2", label="ACE energy rank")
     ax.set(xlabel="epoch", ylabel="ACE energy rank", title=f"seed {seeds[i]}")
     right = ax.twinx()
@@ -315,15 +339,15 @@ for ax, i in zip(axes[0], shown):
     for x, colour, style in ((t_entk[i], "#D55E00", "--"), (t_ace[i], "#0072B2", "--"), (grok_epoch[i], "k", ":")):
         if x is not None:
             ax.axvline(x, color=colour, ls=style, lw=1)
-    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    right.legend(lines, [ln.get_label() for ln in lines], fontsize=7, loc="center right")
-ax = axes[0, -1]
+lines = axes[0].get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+fig.legend(lines, [ln.get_label() for ln in lines], loc="outside lower center", ncols=2)
+ax = axes[-1]
 rows = np.arange(len(seeds))
 ax.scatter(t_entk, rows, color="#D55E00", marker="o", label="eNTK alignment rises fastest")
 ax.scatter(t_ace, rows, color="#0072B2", marker="s", label="ACE core settles")
 ax.scatter([g if g is not None else np.nan for g in grok_epoch], rows, color="k", marker="x", label="test ≥ 0.99")
-ax.set(yticks=rows, yticklabels=[f"seed {s}" for s in seeds], xlabel="epoch", title="every seed")
-ax.legend(fontsize=7)
+ax.set(yticks=rows, yticklabels=[str(s) for s in seeds], xlabel="epoch", ylabel="seed", title="every seed")
+ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "timing")
 plt.show()
 
@@ -336,15 +360,17 @@ plt.show()
 # unembedding eNTK's top $r + 1$ eigenvectors, mapped to directions by least squares
 # (`corekit.subspaces.residual_directions`: the directions whose centred coordinates reproduce those
 # eigenfunctions; for this kernel they are the right singular vectors of $h$ exactly); (c) random
-# subspaces of the same dimensions.
+# subspaces of the same dimensions. {numref}`fig-08-ablations` shows, per seed, the held-out accuracy when
+# only one of these subspaces is kept and when it is removed: a subspace is sufficient if keeping it keeps
+# the accuracy, necessary if removing it destroys it.
 
 # %%
 base, ablation = two_lenses.subspace_ablations(model, h, core, ranks, [e["W_U"].vectors for e in eigs], task.test_idx,
                                                task.labels, p)
-for i, rows in enumerate(ablation):
-    print(f"seed {seeds[i]} (test accuracy {float(base[i]):.3f}, chance {1 / p:.3f}):")
-    for name, (keep, rem) in rows.items():
-        print(f"  {name:18s} keep only {keep:.3f}   remove {rem:.3f}")
+table([{"seed": seeds[i], "model's accuracy": float(base[i]), "subspace": name, "keep only": keep, "remove": rem}
+       for i, subspace_rows in enumerate(ablation) for name, (keep, rem) in subspace_rows.items()],
+      caption=f"Held-out accuracy per seed when only a subspace of the final residual stream is kept or when it is "
+              f"removed, beside the model's own (chance: 1/p = {1 / p:.3f})")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy when only a subspace of the final residual stream is kept (left) or when it is removed (right), per seed: the ACE core, the eNTK's unembedding block mapped into the stream, and random subspaces of the same dimensions. A subspace is sufficient if keeping it keeps the accuracy, necessary if removing it destroys it.", "name": "fig-08-ablations"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
@@ -357,22 +383,22 @@ for j, (ax, title) in enumerate(zip(axes, ("keep only", "remove"))):
         ax.scatter(k + spread, values, s=10, color="k", zorder=3)
     ax.axhline(1 / p, color="k", ls=":", lw=1, label="chance")
     ax.set(xticks=np.arange(len(names)), ylim=(0, 1.05), title=f"{title} (bars: mean; dots: seeds)",
-           ylabel="test accuracy")
+           xlabel="subspace", ylabel="test accuracy")
     ax.set_xticklabels(names, rotation=20, fontsize=8)
-axes[1].legend(fontsize=7)
+axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "ablations")
 plt.show()
 
 # %% [markdown]
 # ## The language model: ACE's number axis and the eNTK at its layer
 #
-# Chapter 04 finds a 1-D ACE core of number agreement in Gemma-3-270M: on prompts that end right before
-# the verb ("The keys to the cabinet …"), the axis of the last token's residual stream at one layer reads
-# singular against plural, and editing along it flips the model's verb. Chapter 07 computes the eNTK of
-# the same model per layer. Here both run on the same prompts: ACE's axis by chapter 04's recipe
-# (`corekit.chapters.llm_agreement_axis`: a rank-1 core at every layer under the observability of the verb margin, the
-# layer where flipping it on the training prompts hurts the margin most), and the eNTK of the decoder
-# block that writes that layer's residual stream (chapter 07's operator of its `mlp.down_proj`,
+# Chapter 04 ({doc}`04_llm_agreement_axis`) finds a 1-D ACE core of number agreement in Gemma-3-270M: on
+# prompts that end right before the verb ("The keys to the cabinet …"), the axis of the last token's residual
+# stream at one layer reads singular against plural, and editing along it flips the model's verb. Chapter 07
+# computes the eNTK of the same model per layer. Here both run on the same prompts: ACE's axis by chapter 04's
+# recipe (`corekit.chapters.llm_agreement_axis`: a rank-1 core at every layer under the observability of the
+# verb margin, the layer where flipping it on the training prompts hurts the margin most), and the eNTK of the
+# decoder block that writes that layer's residual stream (chapter 07's operator of its `mlp.down_proj`,
 # `corekit.chapters.two_lenses`). The operator needs prompts of one token length; it runs on the train and
 # test prompts of the most common length. Two questions, each with PCA directions of the same states and
 # random directions as nulls:
@@ -385,6 +411,10 @@ plt.show()
 #   mapped to a direction of the stream by least squares (as for the modular model above, the
 #   minimum-norm solution within the span of these prompts' states), and the angle is that of the axis
 #   with their span.
+#
+# {numref}`fig-08-language-model` answers both at the layer of ACE's number axis: the held-out AUROC of
+# each eNTK eigenvector and principal direction against ACE's axis and the random null (left), and how much
+# of ACE's axis the span of the first k eNTK or PCA directions holds against random subspaces (right).
 
 # %%
 torch.set_num_threads(default_threads)        # a language model uses every core
@@ -408,21 +438,24 @@ test_mask = ~number.is_train
 readings = two_lenses.number_readings(number, lm_top_k, null_samples, n_boot, seed=data_seed)
 ace_number, entk_number, pca_number = readings.ace, readings.entk, readings.pca
 random_auroc99, per_vector = readings.random_auroc99, readings.per_vector
-for name, r in (("ACE axis", ace_number), ("eNTK", entk_number), ("PCA", pca_number)):
-    print(f"{name:8s} chosen on train: row {r.index} (train AUROC {r.train_auroc:.3f}); held out {r.test_auroc:.3f} "
-          f"[{r.interval[0]:.3f}, {r.interval[1]:.3f}]")
-print(f"random directions (best of {lm_top_k} on train, held out): 99th percentile {random_auroc99:.3f}")
+table([{"direction": name, "chosen on train": r.index, "train AUROC": r.train_auroc, "held-out AUROC": r.test_auroc,
+        "95 % interval": r.interval} for name, r in (("ACE axis", ace_number), ("eNTK", entk_number), ("PCA", pca_number))]
+      + [{"direction": f"random (best of {lm_top_k} on train), 99th percentile", "held-out AUROC": random_auroc99}],
+      caption="Singular against plural: each lens's direction (row) chosen and signed on the training prompts, its "
+              "AUROC there and on the held-out prompts with a bootstrap interval, and the random null")
 
 # %%
 q_axis = axis.q[layer, :, 0].double().cpu()                               # (D,): ACE's axis at the layer
 spans = two_lenses.axis_span(q_axis, number.h, number.scores, readings.pca_scores, lm_top_k, null_samples)
 span_entk, span_pca, random_span99 = spans.entk, spans.pca, spans.random99
 ceiling, single = spans.ceiling, spans.single
-print(f"cos² of ACE's axis with the span of the top {lm_top_k} eNTK directions: {span_entk[-1]:.3f}; of the top "
-      f"{lm_top_k} PCA directions: {span_pca[-1]:.3f}; random {lm_top_k}-dim subspaces (99th percentile): "
-      f"{random_span99[-1]:.4f}; with the span of all {n_lens} prompts' centred states (the ceiling): {ceiling:.3f}")
-print("closest single eNTK direction: eigenvector " + f"{int(np.argmax(single))}, angle "
+print(f"closest single eNTK direction: eigenvector {int(np.argmax(single))}, angle "
       f"{np.degrees(np.arccos(max(single))):.1f}°")
+table([{"span": f"top {lm_top_k} eNTK directions", "cos² with ACE's axis": span_entk[-1]},
+       {"span": f"top {lm_top_k} PCA directions", "cos² with ACE's axis": span_pca[-1]},
+       {"span": f"random {lm_top_k}-dim subspaces, 99th percentile", "cos² with ACE's axis": random_span99[-1]},
+       {"span": f"all {n_lens} prompts' centred states (the ceiling)", "cos² with ACE's axis": ceiling}],
+      caption="How much of ACE's axis each span of the stream holds (squared cosine)", digits=4)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Gemma-3-270M at the layer of ACE's number axis. Left: held-out AUROC of singular against plural for each of the top eNTK eigenvectors and the top principal directions (each signed on the training prompts), with ACE's axis as a line and, grey, the random null: the 99th percentile of the best of as many random directions, chosen and signed on the training prompts (the bar the chosen eigenvector must clear). Right: how much of ACE's axis the span of the first k eNTK (or PCA) directions holds, squared cosine, against random subspaces of the same dimension.", "name": "fig-08-language-model"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
@@ -434,14 +467,14 @@ ax.plot(k_axis, per_vector["PCA"], "s--", color="0.4", ms=4, label="principal di
 ax.axhline(ace_number.test_auroc, color="#0072B2", label="ACE's axis")
 ax.set(xlabel="eigenvector / component", ylabel="held-out AUROC (plural vs singular)", ylim=(0, 1.02),
        xticks=k_axis, title=f"{language_model}, layer {layer}: {int(test_mask.sum())} held-out prompts")
-ax.legend(fontsize=7, loc="lower left")
+ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 ax = axes[1]
 ax.plot(k_axis, span_entk, "o-", color="#D55E00", label="top-k eNTK directions")
 ax.plot(k_axis, span_pca, "s--", color="0.4", ms=4, label="top-k principal directions")
 ax.plot(k_axis, random_span99, ":", color="k", label="random k-dim, 99th percentile")
 ax.axhline(ceiling, color="0.6", lw=0.8, label="all the prompts' states")
 ax.set(xlabel="k", ylabel="cos² (ACE's axis, span)", ylim=(0, 1.02), xticks=k_axis, title="ACE's axis in the eNTK span")
-ax.legend(fontsize=7)
+ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 figures.save(fig, "language_model")
 plt.show()
 
@@ -453,15 +486,18 @@ plt.show()
 # all $N^2$ pairs of inputs and its eigenvectors.
 
 # %%
-print(f"chapter 06's model: ACE core (activations, observability, extraction) {ace_seconds:.2f} s; the nine eNTKs and "
-      f"their top {top_k} eigenvectors {entk_seconds:.1f} s (ratio {entk_seconds / max(ace_seconds, 1e-9):.0f}×); "
-      f"N = {p * p} inputs, D = {d_model}")
-print(f"chapter 02's model: ACE core {grok_ace_seconds:.2f} s; the {len(LAYERS)} layers' eNTKs and their top eigenvectors "
-      f"{grok_entk_seconds:.1f} s (ratio {grok_entk_seconds / max(grok_ace_seconds, 1e-9):.0f}×); N = {grok_p ** 2} "
-      f"inputs, D = {grok_d_model}")
-print(f"{language_model}: ACE's axis at every layer and the layer sweep {axis_seconds:.0f} s on {lm_n_train + lm_n_test} "
-      f"prompts (model loading included); the eNTK of one block {number.cache_seconds + number.lanczos_seconds:.0f} s "
-      f"on {n_lens} prompts, top {lm_top_k} eigenpairs")
+table([{"model": "chapter 06's", "ACE": "core (activations, observability, extraction)", "ACE (s)": f"{ace_seconds:.2f}",
+        "eNTK": f"the nine eNTKs and their top {top_k} eigenvectors", "eNTK (s)": f"{entk_seconds:.1f}",
+        "eNTK / ACE": f"{entk_seconds / max(ace_seconds, 1e-9):.0f}×", "inputs": f"N = {p * p}, D = {d_model}"},
+       {"model": "chapter 02's", "ACE": "core", "ACE (s)": f"{grok_ace_seconds:.2f}",
+        "eNTK": f"the {len(LAYERS)} layers' eNTKs and their top eigenvectors", "eNTK (s)": f"{grok_entk_seconds:.1f}",
+        "eNTK / ACE": f"{grok_entk_seconds / max(grok_ace_seconds, 1e-9):.0f}×",
+        "inputs": f"N = {grok_p ** 2}, D = {grok_d_model}"},
+       {"model": language_model, "ACE": f"the axis at every layer and the layer sweep on {lm_n_train + lm_n_test} prompts "
+                                        "(model loading included)", "ACE (s)": f"{axis_seconds:.0f}",
+        "eNTK": f"one block on {n_lens} prompts, top {lm_top_k} eigenpairs",
+        "eNTK (s)": f"{number.cache_seconds + number.lanczos_seconds:.0f}"}],
+      caption="Wall time of each lens on this run's device, for all seeds at once")
 
 # %% [markdown]
 # Where the two lenses agree, where they differ and what each costs, with this run's numbers, is the

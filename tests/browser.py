@@ -16,7 +16,9 @@ BROWSER_TIMEOUT_S = 120
 MISSING = "/usr/bin/chromium is not installed (apt-get install chromium; .ci/run installs it)"
 
 #: A same-origin page that loads ``?page=URL`` in an iframe of ``&width=W`` px and writes, into its own DOM, the
-#: tables wider than their box or the screen, each marked with whether a sideways-scrolling box holds it.
+#: tables wider than their box or the screen (each marked with whether a sideways-scrolling box holds it), the
+#: claims tables' columns narrower than 12 characters of their font, the cells that clip their text, and the page's
+#: width and height (folded sections stay closed).
 PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
 <script>
 const q = new URLSearchParams(location.search);
@@ -34,8 +36,23 @@ frame.onload = () => setTimeout(() => {
     const wide = t.scrollWidth > t.clientWidth + 1 || right > parent + 1 || right > doc.documentElement.clientWidth + 1;
     if (wide) cut.push({table: i, cls: t.className, right: Math.round(right), in_scroll_box: scrolls(t)});
   });
+  const narrow = [], cells = [];
+  doc.querySelectorAll("table.corekit-claims").forEach((t, i) => {
+    const ruler = doc.createElement("span");
+    ruler.textContent = "0".repeat(12); ruler.style.visibility = "hidden"; ruler.style.whiteSpace = "nowrap";
+    t.querySelector("td, th").appendChild(ruler);
+    const twelve = ruler.getBoundingClientRect().width; ruler.remove();
+    t.querySelectorAll("thead th").forEach((th) => {
+      if (th.getBoundingClientRect().width < twelve)
+        narrow.push({table: i, column: th.textContent.trim(), px: Math.round(th.getBoundingClientRect().width),
+                     twelve_chars_px: Math.round(twelve)}); });
+    t.querySelectorAll("td").forEach((td) => {
+      if (td.scrollWidth > td.clientWidth + 1 && win.getComputedStyle(td).overflowX !== "visible")
+        cells.push({table: i, text: td.textContent.trim().slice(0, 40)}); });
+  });
   document.getElementById("result").textContent = "RESULT" + JSON.stringify(
-    {tables: doc.querySelectorAll("table").length, cut: cut, page_width: doc.documentElement.scrollWidth});
+    {tables: doc.querySelectorAll("table").length, cut: cut, page_width: doc.documentElement.scrollWidth,
+     page_height: doc.documentElement.scrollHeight, narrow_columns: narrow, cut_cells: cells});
 }, 1500);
 document.body.appendChild(frame);
 </script></body></html>
@@ -79,7 +96,8 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
 
 
 def cut_tables(html: Path, base: str, page: str, width: int, profile: Path) -> dict:
-    """Return {"tables", "cut": the tables too wide for their box, "page_width"} for ``page`` shown ``width`` px wide."""
+    """Return {"tables", "cut": the tables too wide for their box, "page_width", "page_height", "narrow_columns",
+    "cut_cells"} for ``page`` shown ``width`` px wide."""
     (html / "_table_probe.html").write_text(PROBE)
     url = f"{base}/_table_probe.html?page=/{page}&width={width}"
     dom = chromium("--virtual-time-budget=10000", f"--window-size={width + 40},1000", "--dump-dom", url,

@@ -20,6 +20,7 @@ from corekit.runs.claims import (
     verdict,
     verdict_of,
 )
+from corekit.runs.claims_view import claims_html
 
 
 def test_metrics_file_schema_and_values(tmp_path):
@@ -124,7 +125,7 @@ def test_every_verdict_but_pass_has_a_reason_that_states_the_value_and_the_bound
                                                 "(untrained gives 2)")
     assert records["open"]["reason"].startswith("Undecided: p = 31 leaves no room below p − 1")
     assert "measured 2 satisfies = 2" in records["open"]["reason"]
-    html = claims.table()._repr_html_()
+    html = claims_html(claims.as_dict()["claims"])
     assert "Fails: measured 1" in html and "corekit-uninformative" in html and "undecided" in html
     with pytest.raises(ValueError, match="why for claim 'empty'"):
         claims.check("empty", 0.0, equal_to(1), statistic="x", no_null="provenance", why=" ")
@@ -136,7 +137,7 @@ def test_table_shows_nulls_escapes_pipes_and_rejects_duplicate_ids():
     md = claims.table()._repr_markdown_()
     assert md.splitlines()[0] == "| claim | paper | measured | null | target | verdict |"
     assert "| `x` | 2 | 1 | random: 0 | a \\| b = 2 (Fails: measured 1 does not satisfy = 2.) | FAIL |" in md
-    html = claims.table()._repr_html_()
+    html = claims_html(claims.as_dict()["claims"])
     assert "FAIL" in html and "corekit-claims" in html and "random: 0" in html
     with pytest.raises(ValueError, match="twice"):
         claims.report("x", 2.0, statistic="again")
@@ -177,8 +178,17 @@ def test_claims_capture_the_parameters_cell_from_the_callers_globals(tmp_path, m
     assert Claims("98_missing", {"x": 1}).parameters == {"x": 1}                        # explicit: as given
 
 
-def test_authors_values_get_their_own_column(tmp_path):
-    from corekit.runs.publish import claims_table
+def table_cells(html_text: str) -> list[list[str]]:
+    """Return the text of every row's cells of the first table in ``html_text`` (tags dropped, <br> as " | ")."""
+    import re
+    from html import unescape
+    table = html_text[html_text.index("<table"):html_text.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)
+    return [[unescape(re.sub(r"<[^>]+>", "", c.replace("<br>", " | ").replace("<wbr>", "")))
+             for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S)] for row in rows]
+
+
+def test_authors_values_get_their_own_column_in_markdown_and_a_labelled_line_in_html(tmp_path):
     claims = Claims("nb", parameters={})
     claims.report("plain", 1.0, statistic="a figure")
     assert "authors" not in claims.table()._repr_markdown_()
@@ -187,12 +197,23 @@ def test_authors_values_get_their_own_column(tmp_path):
     md = claims.table()._repr_markdown_()
     assert md.splitlines()[0] == "| claim | paper | measured | authors' code | null | target | verdict |"
     assert "| `shared` | 0.99 | 0.97 | 0.981 | random: 0.1 | alignment ≥ 0.9 | pass |" in md
-    assert "<th>authors’ code</th>" in claims.table()._repr_html_()
+    rows = table_cells(claims_html(claims.as_dict()["claims"], "measured"))
+    assert rows[0] == ["claim", "values", "null", "target", "verdict"]
+    assert rows[2] == ["shared", "measured 0.97 | paper 0.99 | authors' code 0.981", "random: 0.1", "alignment ≥ 0.9",
+                       "pass"]
     record = claims.as_dict()["claims"]
     assert "authors" not in record[0] and record[1]["authors"] == 0.981
-    rows = claims_table({"claims": record}, "published (paper)", None)
-    assert rows[0] == "| claim | paper | published (paper) | authors' code | null | target | verdict |"
-    assert "0.981" in rows[3] and rows[2].count("|") == rows[3].count("|")
+
+
+def test_a_reason_and_values_from_elsewhere_show_in_full(tmp_path):
+    long_value = {f"model {i}": 0.5 + i / 100 for i in range(12)}
+    record = {"id": "acc[a_b]", "measured": long_value, "target": "≥ 0.9", "verdict": "fail",
+              "reason": "Fails: 12 of 12 models < 0.9 <here>.", "null": [{"what": "untrained", "value": 0.1}]}
+    rows = table_cells(claims_html([record], "ours (cpu)", {"quick run": {"acc[a_b]": 0.4}, "other": {"x": 1}}))
+    assert rows[1][0] == "acc[a_b]"
+    assert rows[1][1].startswith("ours (cpu) model 0: 0.5, ") and rows[1][1].endswith("model 11: 0.61 | quick run 0.4")
+    assert rows[1][3] == "≥ 0.9 | Fails: 12 of 12 models < 0.9 <here>."
+    assert rows[1][4] == "FAIL"
 
 
 def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
@@ -208,12 +229,14 @@ def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
     run = Run("02_demo", folder / "02_demo.ipynb", folder / "metrics.json", folder / "figures", True)
     oracle_dir = tmp_path / "results" / "oracle"
-    assert "| authors' code |" not in results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
+    page = results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
+    assert not [c for row in table_cells(page[page.index("<table"):]) for c in row if "authors' code" in c]
     oracle_dir.mkdir()
     (oracle_dir / "02.json").write_text(json.dumps({"p": 31, "seeds": [0], "claims": {"r2_authors": 0.949}}))
     page = results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)
-    assert "| claim | paper | ours (cpu) | authors' code | null | target | verdict |" in page
-    assert "0.949" in page and "results/oracle/02.json" in page
+    rows = table_cells(page[page.index("<table"):])
+    assert rows[1][:2] == ["r2_authors", "ours (cpu) 0.95 | authors' code 0.949"]
+    assert "results/oracle/02.json" in page
     (oracle_dir / "02.json").write_text(json.dumps({"p": 53, "seeds": [0], "claims": {"r2_authors": 0.949}}))
     assert "0.949" not in results_page({"02_demo": run}, {}, {}, oracle_dir=oracle_dir)         # another modulus: not shown
 
@@ -296,7 +319,7 @@ def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tm
                         {"01_all": "ACE", "03_none": "eNTK"})
     assert "By paper: ACE (chapters 01): 2 of 2; eNTK (chapters 03): 0 of 2." in split
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
-    assert [r.split(" | ")[4] for r in rows] == ["2 pass", "1 pass, 1 uninformative, 1 fail, 1 reported",
+    assert [r.split(" | ")[2] for r in rows] == ["2 pass", "1 pass, 1 uninformative, 1 fail, 1 reported",
                                                  "1 fail, 1 undecided"]
     assert verdict_line(runs["01_all"].metrics) == "all 2 tested claims pass"
     assert verdict_line(runs["02_some"].metrics) == "1 of 3 tested claims pass; 1 fail (`c1`); 1 uninformative (`c3`)"

@@ -20,7 +20,10 @@ pytestmark = [pytest.mark.book,
               pytest.mark.skipif(not list((REPO / "results").glob("*/metrics.json")), reason="no published run")]
 BUILD_TIMEOUT_S = 600
 SCREENS = {"laptop": 1366, "phone": 390}
-CHECKED_PAGES = ["book/results.html", "notebooks/07_entk_gemma_grammar.html"]
+#: Every chapter page and the results page, each looked at on both screens.
+CHECKED_PAGES = ["book/results.html"] + [f"notebooks/{nb.stem}.html" for nb in sorted((REPO / "notebooks").glob("[0-9]*.py"))]
+#: The longest a chapter page may be on a laptop, its folded sections closed (a reader scrolls, but not forever).
+MAX_CHAPTER_HEIGHT_PX = 25_000
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +89,7 @@ def test_every_figure_has_a_numbered_caption(site):
         html = page.read_text(encoding="utf-8")
         outputs = re.findall(r'<div class="cell_output docutils container">(.*?)</div>\s*</div>', html, flags=re.S)
         shown = [o for o in outputs if "<img" in o]
-        ok = [o for o in shown if re.search(r'<span class="caption-number">Fig\. \d+ </span><span class="caption-text">'
+        ok = [o for o in shown if re.search(r'<span class="caption-number">Fig\. \d+\.\d+ </span><span class="caption-text">'
                                              r'[^<]{20,}', o)]
         if shown and len(ok) == len(shown):
             captioned.add(page.stem)
@@ -135,6 +138,9 @@ def test_the_published_site_names_no_absolute_path(site):
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=MISSING)
 @pytest.mark.parametrize("page", CHECKED_PAGES)
 def test_tables_fit_a_laptop_and_scroll_in_their_own_box_on_a_phone(site, page, tmp_path):
+    """On both screens: no table wider than its box (on a phone, only inside a box of its own that scrolls), no page
+    scrolling sideways, every claims-table column at least 12 characters wide, no cell clipping its text; on a
+    laptop a chapter page is at most MAX_CHAPTER_HEIGHT_PX tall with its folded sections closed."""
     keep = REPO / "_build" / "screenshots"
     keep.mkdir(parents=True, exist_ok=True)
     with serve(site) as base:
@@ -148,4 +154,10 @@ def test_tables_fit_a_laptop_and_scroll_in_their_own_box_on_a_phone(site, page, 
             cut = probe["cut"] if screen == "laptop" else [t for t in probe["cut"] if not t["in_scroll_box"]]
             assert not cut, f"{page} at {width} px ({screen}): tables too wide {json.dumps(cut)}"
             assert probe["page_width"] <= width + 1, f"{page} at {width} px: the page itself scrolls sideways"
+            assert not probe["narrow_columns"], f"{page} at {width} px: columns under 12 characters " \
+                                                f"{json.dumps(probe['narrow_columns'])}"
+            assert not probe["cut_cells"], f"{page} at {width} px: cells cut by their box {json.dumps(probe['cut_cells'])}"
+            if screen == "laptop" and page.startswith("notebooks/"):
+                assert probe["page_height"] <= MAX_CHAPTER_HEIGHT_PX, \
+                    f"{page}: {probe['page_height']} px tall on a laptop (at most {MAX_CHAPTER_HEIGHT_PX})"
     shutil.rmtree(tmp_path, ignore_errors=True)

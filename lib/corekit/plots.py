@@ -96,3 +96,27 @@ def complex_plane(ax: plt.Axes, reference: np.ndarray | None = None, unit_circle
     ax.set_aspect("equal")
     ax.set_xlabel("Re λ")
     ax.set_ylabel("Im λ")
+
+
+def panel_grid(n: int, ncols: int = 2, panel: tuple[float, float] = (5.0, 3.4), **kwargs) -> tuple[plt.Figure, np.ndarray]:
+    """Return (figure, axes of shape (n,)) with ``n`` panels laid out ``ncols`` to a row, unused slots removed.
+
+    Legible at the book's text width: a figure of many panels grows downwards, not sideways. ``kwargs`` go to
+    matplotlib's ``subplots`` (``sharex``, ``sharey``, ...); the layout is constrained.
+    """
+    if n < 1:
+        raise ValueError(f"n: expected at least one panel, got {n}")
+    ncols = max(1, min(ncols, n))
+    nrows = -(-n // ncols)
+    kwargs.setdefault("layout", "constrained")
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), squeeze=False, **kwargs)
+    for ax in axes.flat[n:]:
+        ax.remove()
+    return fig, axes.flat[:n]
+
+
+def integer_ticks(ax: plt.Axes, axis: str = "x") -> None:
+    """Put ticks of ``axis`` ("x", "y" or "both") on integers only: for axes that count layers or ranks."""
+    from matplotlib.ticker import MaxNLocator
+    for name in ("x", "y") if axis == "both" else (axis,):
+        getattr(ax, f"{name}axis").set_major_locator(MaxNLocator(integer=True))

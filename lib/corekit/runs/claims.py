@@ -290,7 +290,8 @@ def _markdown_cell(text: str) -> str:
 
 
 class ClaimsTable:
-    """Rich display of a list of claims (HTML in a notebook, Markdown as text)."""
+    """Rich display of a list of claims: a Markdown table (the book shows the HTML of
+    :mod:`corekit.runs.claims_view` in its place)."""
 
     def __init__(self, claims: list[Claim]):
         self.claims = claims
@@ -305,20 +306,6 @@ class ClaimsTable:
         if column == "null":
             return null_text(claim.as_dict())
         return format_value(to_jsonable(getattr(claim, column)))
-
-    def _repr_html_(self) -> str:
-        cols = self._columns()
-        heads = "".join(f"<th>{'authors’ code' if k == 'authors' else k}</th>" for k in cols)
-        rows = []
-        for c in self.claims:
-            label, colour = VERDICT_STYLE[c.verdict]
-            reason = f"<br><em>{html.escape(c.reason)}</em>" if c.reason else ""
-            rows.append(f"<tr><td><code>{id_html(c.id)}</code></td>"
-                        + "".join(f"<td>{html.escape(self._value(c, k))}</td>" for k in cols)
-                        + f"<td>{html.escape(c.target)}{reason}</td>"
-                        f"<td class='corekit-{c.verdict}' style='color:{colour};font-weight:bold'>{label}</td></tr>")
-        return (f"<table class='corekit-claims'><thead><tr><th>claim</th>{heads}<th>target</th><th>verdict</th>"
-                f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
     def _repr_markdown_(self) -> str:
         cols = self._columns()

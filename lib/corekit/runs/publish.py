@@ -2,7 +2,7 @@
 
 Layout of ``results/`` (one folder per notebook, written by ``corekit run NAME --profile P --publish``)::
 
-    results/NN_name/NN_name.ipynb     the executed notebook, progress bars collapsed to their last line
+    results/NN_name/NN_name.ipynb     the executed notebook, progress bars dropped
     results/NN_name/metrics.json      its metrics: claims, profile, parameters, runtime, environment,
                                       source_hash, and the figures in the order they were saved
     results/NN_name/figures/*.png     its figures
@@ -22,12 +22,14 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Iterator
 
 from corekit import oracle
-from corekit.runs.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, null_text, verdict_of
+from corekit.runs.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, verdict_of
+from corekit.runs.claims_view import claims_html
 from corekit.runs.errors import CorekitError, Problems
 from corekit.runs.notebooks import PROFILES, Notebook, toc_files, toc_notebooks
 from corekit.runs.parameters import accepted_values, effective_parameters, read_profile
@@ -106,7 +108,7 @@ def executed_run(executed_dir: Path, name: str) -> Run:
 
 
 def tidy_notebook(source: Path, target: Path, root: Path) -> int:
-    """Write ``source`` to ``target`` with every progress bar collapsed to its final line; return its bytes."""
+    """Write ``source`` to ``target`` without progress bars; return its bytes."""
     stage_notebook(source, target, root)
     return target.stat().st_size
 
@@ -332,32 +334,33 @@ def id_cell(claim_id: str) -> str:
     return f'<code class="docutils literal notranslate">{id_html(claim_id)}</code>'
 
 
-def claims_table(shown: dict, label: str, quick: dict | None, oracle: dict | None = None) -> list[str]:
-    """Return the markdown rows of one chapter's claims: paper, shown run (``label``), the authors' code on the same
-    weights (a claim's own ``authors`` value, else ``oracle`` {claim id: value} from ``results/oracle/``), quick
-    run, the null's value, target in full with the run's reason for any verdict but pass, verdict."""
-    oracle = oracle or {}
-    authors = any("authors" in c or c["id"] in oracle for c in shown.get("claims", []))
-    nulls = any(null_text(c) for c in shown.get("claims", []))
-    header = (["claim", "paper", label] + (["authors' code"] if authors else []) + (["quick run"] if quick else [])
-              + (["null"] if nulls else []) + ["target", "verdict"])
-    quick_values = {c["id"]: c.get("measured") for c in (quick or {}).get("claims", [])}
-    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for claim in shown.get("claims", []):
-        values = [id_cell(claim["id"]), cell(claim.get("paper")), cell(claim.get("measured"))]
-        if authors:
-            values.append(cell(claim["authors"] if "authors" in claim else oracle.get(claim["id"])))
-        if quick:
-            values.append(cell(quick_values.get(claim["id"], "not measured")))
-        if nulls:
-            values.append(cell(null_text(claim)))
-        target = cell(claim.get("target", ""), None)
-        reason = claim.get("reason") or claim.get("why")
-        if reason:
-            target += f" *{cell(reason, None)}*"
-        values += [target, VERDICT_HTML[verdict_of(claim)]]
-        rows.append("| " + " | ".join(values) + " |")
-    return rows
+def chapter_claims_html(run: Run, quick: dict | None = None, oracle_dir: Path | None = None) -> str:
+    """Return the HTML claims table of ``run`` (:func:`corekit.runs.claims_view.claims_html`): its values labelled
+    with its profile, the authors' code's from ``results/oracle/`` where a claim carries none, and a ``quick`` run's."""
+    metrics = run.metrics
+    profile = metrics.get("profile", "?")
+    ours = f"ours ({profile})" if run.published else f"{profile} run (not published)"
+    claims = metrics.get("claims", [])
+    record = oracle_claims(run, oracle_dir)
+    others = {"authors' code": {c["id"]: record[c["id"]] for c in claims
+                                if c.get("authors") is None and c["id"] in record}}
+    if quick:
+        others["quick run"] = {c["id"]: c.get("measured") for c in quick.get("claims", [])}
+    return claims_html(claims, ours, others)
+
+
+def restage_claims_table(staged: Path, table_html: str) -> None:
+    """Show ``table_html`` as the output of the staged notebook's claims cell (the one ending ``claims.table()``), in
+    place of the Markdown table its run displayed: one renderer for every page."""
+    import nbformat
+
+    notebook = nbformat.read(staged, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.rstrip().endswith("claims.table()"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") in ("execute_result", "display_data"):
+                    output["data"]["text/html"] = table_html
+    nbformat.write(notebook, staged)
 
 
 def oracle_record(run: Run, folder: Path | None) -> dict | None:
@@ -501,8 +504,8 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(runs)
-    counts = [tally(runs[n].metrics) for n in names]
+    names = [f"{n[:2]} · {textwrap.shorten(title(runs[n]), 40, placeholder=' …')}" for n in runs]
+    counts = [tally(runs[n].metrics) for n in runs]
     fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(names) + 1.0), layout="constrained")
     left = [0] * len(names)
     for key, colour in zip(VERDICTS, TALLY_COLOURS):
@@ -518,16 +521,18 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
 
 
 def overview_table(runs: dict[str, Run]) -> list[str]:
-    """Return the markdown rows of the per-chapter overview: run record, counts and verdict."""
-    rows = ["| chapter | profile | runtime | commit | claims by verdict | verdict |", "|---|---|---|---|---|---|"]
+    """Return the markdown rows of the per-chapter overview: the chapter (number and title), its run (profile,
+    runtime, commit), its claims counted by verdict and its verdict with the claims that do not pass."""
+    rows = ["| chapter | run | claims by verdict | verdict |", "|---|---|---|---|"]
     for name, run in runs.items():
         metrics = run.metrics
         env = metrics.get("environment") or {}
         commit = (env.get("commit") or "")[:7] or "not recorded"
         commit += " (dirty)" if env.get("dirty") else ""
-        rows.append(f"| {{doc}}`{name[:2]} <../notebooks/{name}>` | {metrics.get('profile', '?')} | "
-                    f"{duration(metrics.get('runtime_s'))} | {commit} | {counts_text(tally(metrics))} | "
-                    f"{verdict_line(metrics, ident=id_cell)} |")
+        runtime = duration(metrics.get("runtime_s")).replace(" ", "\u00a0")
+        rows.append(f"| {{doc}}`{name[:2]} · {cell(title(run), None)} <../notebooks/{name}>` | "
+                    f"{metrics.get('profile', '?')} profile, {runtime}, commit `{commit}` | "
+                    f"{counts_text(tally(metrics))} | {verdict_line(metrics, ident=id_cell)} |")
     return rows
 
 
@@ -567,7 +572,6 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
     for name, run in runs.items():
         metrics = run.metrics
         profile = metrics.get("profile", "?")
-        label = f"ours ({profile})" if run.published else f"{profile} run (not published)"
         env = metrics.get("environment") or {}
         lines += [f"## {title(run)}", "", f"{{doc}}`Chapter {name[:2]} <../notebooks/{name}>`: "
                   f"{verdict_line(metrics)}. Its run: {profile} profile on {env.get('device') or 'a device not recorded'}"
@@ -577,7 +581,10 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
             lines += [f":::{{figure}} {image}", f":alt: {name} headline figure", ":width: 100%", "", caption, ":::",
                       ""]
         record = oracle_claims(run, oracle_dir)
-        lines += table_box(claims_table(metrics, label, quick.get(name) if run.published else None, record))
+        n = len(metrics.get("claims", []))
+        lines += [f":::::{{dropdown}} Its {n} claims: values, nulls, targets, verdicts and reasons", "",
+                  *table_box([chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir)]),
+                  "", ":::::"]
         stale = record and oracle_staleness(run, oracle_record(run, oracle_dir))
         if stale:
             lines += ["", f"The authors' column of claims the run does not carry itself comes from "
@@ -598,6 +605,7 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
     for name, run in runs.items():
         shutil.copy2(Notebook(root, name).py, sources / f"{name}.py")
         inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
+        restage_claims_table(stage / "notebooks" / f"{name}.ipynb", chapter_claims_html(run, None, root / "results" / "oracle"))
     own, papers = own_hypotheses(root, runs), papers_of(root, runs)
     set_substitutions(stage, {"claims_tally": front_tally(runs, own, papers)} | claim_substitutions(runs, root))
     if RESULTS_PAGE not in toc_files(root):

@@ -18,6 +18,9 @@ REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line o
 DANGLING_CR = re.compile(r"\r+(?=\n|$)")
 #: An environment's warning, not the run's: tqdm.auto (imported by transformers) finds no Jupyter widgets.
 TQDM_WIDGETS_WARNING = re.compile(r"^.*TqdmWarning: IProgress not found\..*\n(?:[ \t]+from \.autonotebook .*\n)?", re.M)
+#: A progress bar's last state (``desc: 40%|████  | 3200/8000 [1:05:58<1:38:57, 1.24s/it, …]``): a loop's residue,
+#: frozen where the loop stopped; the run record gives the run's time.
+PROGRESS_BAR = re.compile(r"^[^\n]*\d+%\|[^\n]*\|\s*[\d.]+[kM]?/[\d.]+[kM]?\s*\[[^\n]*\][ \t]*(?:\n|$)", re.M)
 
 
 def staged_config(config: dict) -> dict:
@@ -34,8 +37,8 @@ def staged_config(config: dict) -> dict:
 
 
 def tidy_streams(outputs: list) -> list:
-    """Return cell outputs with consecutive streams merged, progress-bar redraws (\\r) collapsed and tqdm's
-    missing-widgets warning dropped."""
+    """Return cell outputs with consecutive streams merged, progress bars (every redraw and the last state) and
+    tqdm's missing-widgets warning dropped."""
     tidy: list = []
     for output in outputs:
         previous = tidy[-1] if tidy else {}
@@ -46,7 +49,8 @@ def tidy_streams(outputs: list) -> list:
             tidy.append(copy.deepcopy(output))
     for output in tidy:
         if output.get("output_type") == "stream":
-            output["text"] = TQDM_WIDGETS_WARNING.sub("", DANGLING_CR.sub("", REDRAWN.sub("", output["text"])))
+            text = TQDM_WIDGETS_WARNING.sub("", DANGLING_CR.sub("", REDRAWN.sub("", output["text"])))
+            output["text"] = PROGRESS_BAR.sub("", text) if output.get("name") == "stderr" else text
     return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
 
 
@@ -64,7 +68,7 @@ def fold_bookkeeping(cell) -> None:
 
 
 def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
-    """Copy an executed notebook into the book, showing each progress bar once, in its final state, the bookkeeping
+    """Copy an executed notebook into the book, without progress bars (:func:`tidy_streams`), the bookkeeping
     cells' sources folded (:func:`fold_bookkeeping`), and no path of the machine that ran it
     (:func:`corekit.runs.portable.portable_notebook`)."""
     import nbformat

@@ -1,0 +1,75 @@
+"""How an executed notebook is staged for the book: progress bars, figure numbers, panel layout."""
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from corekit.plots import integer_ticks, panel_grid  # noqa: E402
+from corekit.runs.site import tidy_streams  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+import corekit_numbering  # noqa: E402
+
+
+def stream(text, name="stderr"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def test_a_progress_bar_leaves_no_residue_but_other_stderr_stays():
+    bar = ("training 48 model(s):  10%|█         | 800/8000 [00:10<01:30,  1.20s/it]\r"
+           "training 48 model(s):  40%|████      | 3200/8000 [1:05:58<1:38:57,  1.24s/it, test_acc=0.979–1.000]\n")
+    tidy = tidy_streams([stream(bar), stream("UserWarning: a real warning\n"), stream("100%|██| 3/3 [x]\n", "stdout")])
+    assert tidy == [stream("UserWarning: a real warning\n"), stream("100%|██| 3/3 [x]\n", "stdout")]
+
+
+def test_a_cell_with_only_a_progress_bar_shows_no_stream():
+    assert tidy_streams([stream("contexts kept: 100%|██████████| 1024/1024 [07:40<00:00,  2.22it/s]")]) == []
+
+
+def test_figures_are_numbered_per_page_with_the_chapter_number_on_a_chapter():
+    env = SimpleNamespace(toc_fignumbers={
+        "notebooks/02_grokking_cores": {"figure": {"fig-b": (19,), "fig-a": (18,)}, "table": {"t": (3,)}},
+        "book/results": {"figure": {"x": (1,), "y": (2,)}},
+        "book/two_lenses": {"figure": {"z": (46,)}},
+    })
+    changed = corekit_numbering.renumber(None, env)
+    assert env.toc_fignumbers["notebooks/02_grokking_cores"] == {"figure": {"fig-a": (2, 1), "fig-b": (2, 2)},
+                                                                "table": {"t": (2, 1)}}
+    assert env.toc_fignumbers["book/two_lenses"] == {"figure": {"z": (1,)}}
+    assert changed == ["book/two_lenses", "notebooks/02_grokking_cores"]
+
+
+def test_panel_grid_lays_panels_two_to_a_row_and_removes_empty_slots():
+    fig, axes = panel_grid(5, ncols=2, panel=(4.0, 3.0))
+    assert axes.shape == (5,) and len(fig.axes) == 5
+    assert tuple(fig.get_size_inches()) == (8.0, 9.0)
+    rows = sorted({round(ax.get_position().y0, 3) for ax in axes})
+    assert len(rows) == 3
+    integer_ticks(axes[0], "x")
+    axes[0].set_xlim(0, 3)
+    fig.canvas.draw()
+    assert all(float(t).is_integer() for t in axes[0].get_xticks())
+
+
+def test_a_chapter_page_shows_the_claims_table_of_the_one_renderer(tmp_path):
+    import nbformat
+
+    from corekit.runs.publish import restage_claims_table
+    html_out = {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+                "data": {"text/html": "<table class='corekit-claims'>old</table>", "text/plain": "| old |"}}
+    cells = [nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.from_dict(dict(html_out))]),
+             nbformat.v4.new_code_cell("claims.check(...)\nclaims.table()\n", outputs=[nbformat.from_dict(dict(html_out))])]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    restage_claims_table(path, "<table>new</table>")
+    shown = nbformat.read(path, as_version=4).cells
+    assert shown[0].outputs[0]["data"]["text/html"] == "<table class='corekit-claims'>old</table>"
+    assert shown[1].outputs[0]["data"] == {"text/html": "<table>new</table>", "text/plain": "| old |"}
+    markdown_only = nbformat.v4.new_code_cell("claims.table()", outputs=[nbformat.from_dict(
+        {"output_type": "execute_result", "execution_count": 4, "metadata": {}, "data": {"text/markdown": "| a |"}})])
+    nbformat.write(nbformat.v4.new_notebook(cells=[markdown_only]), path)
+    restage_claims_table(path, "<table>new</table>")
+    assert nbformat.read(path, as_version=4).cells[0].outputs[0]["data"]["text/html"] == "<table>new</table>"
