@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.book,
 BUILD_TIMEOUT_S = 600
 SCREENS = {"laptop": 1366, "phone": 390}
 #: Every chapter page and the results page, each looked at on both screens.
-CHECKED_PAGES = ["book/results.html"] + [f"notebooks/{nb.stem}.html" for nb in sorted((REPO / "notebooks").glob("[0-9]*.py"))]
+CHECKED_PAGES = ["book/results.html"] + [f"notebooks/{name}.html" for name in notebooks.toc_notebooks(REPO)]
 #: The longest a chapter page may be on a laptop, its folded sections closed (a reader scrolls, but not forever).
 MAX_CHAPTER_HEIGHT_PX = 25_000
 
