@@ -73,3 +73,18 @@ def test_a_chapter_page_shows_the_claims_table_of_the_one_renderer(tmp_path):
     nbformat.write(nbformat.v4.new_notebook(cells=[markdown_only]), path)
     restage_claims_table(path, "<table>new</table>")
     assert nbformat.read(path, as_version=4).cells[0].outputs[0]["data"]["text/html"] == "<table>new</table>"
+
+
+def test_the_verdict_box_says_how_the_run_differs_from_the_paper_profile():
+    from corekit.runs.notebooks import Notebook
+    from corekit.runs.parameters import read_profile
+    from corekit.runs.publish import against_paper, verdict_box
+
+    nb = Notebook(Path(__file__).resolve().parents[1], "02_grokking_cores")
+    paper = read_profile(nb, "paper")
+    assert against_paper(nb, {"parameters": dict(paper)}) == "This run used the settings of the paper profile."
+    smaller = {**paper, "p": 31, "d_model": 64, "export_checkpoints": "_build/elsewhere.pt"}
+    sentence = against_paper(nb, {"parameters": smaller})
+    assert sentence == (f"Against the paper profile, this run used `p` 31 (paper profile: {paper['p']}); "
+                        f"`d_model` 64 (paper profile: {paper['d_model']}).")
+    assert sentence in verdict_box({"claims": []}, sentence)

@@ -236,8 +236,8 @@ def record_markdown(nb: Notebook, run: Run) -> str:
     metrics = run.metrics
     env = metrics.get("environment") or {}
     commit = env.get("commit")
-    commit_text = f"`{commit[:10]}`" + (" (with uncommitted changes)" if env.get("dirty") else "") \
-        if commit else "not recorded"
+    touched = env.get("dirty") and not (run.published and sources_match_commit(nb.root, nb.name, metrics))
+    commit_text = f"`{commit[:10]}`" + (" (with uncommitted changes)" if touched else "") if commit else "not recorded"
     date = (env.get("date") or "not recorded").replace("T", " ").replace("+00:00", " UTC")
     profile = metrics.get("profile", "?")
     kind = "Published run" if run.published else "Run"
@@ -257,7 +257,7 @@ def record_markdown(nb: Notebook, run: Run) -> str:
     if reason:
         lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
                   f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
-    return "\n".join(lines + ["", reproduce_markdown(nb, metrics), "", verdict_box(metrics)])
+    return "\n".join(lines + ["", reproduce_markdown(nb, metrics), "", verdict_box(metrics, against_paper(nb, metrics))])
 
 
 #: Where a chapter's page offers its notebook's source (``notebooks/NAME.py``) for download, inside the staged book.
@@ -280,12 +280,28 @@ def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
                       ":::{dropdown} The values this run used", *rows, ":::"])
 
 
-def verdict_box(metrics: dict) -> str:
-    """Return the MyST box that opens a chapter with its verdict: the counts by verdict (the run's metrics) and,
-    folded, every claim that is not a pass with the run's reason for it."""
+def against_paper(nb: Notebook, metrics: dict) -> str:
+    """Return a sentence saying how the run's settings differ from the chapter's paper profile
+    (``notebooks/params/paper/NAME.yaml``): "p 31 (paper profile: 53), ...", or that they are its settings."""
+    if not nb.paper_profile.is_file():
+        return ""
+    paper, rules = read_profile(nb, "paper"), accepted_values(nb)
+    ran = metrics.get("parameters") or {}
+    differ = [f"`{k}` {cell(ran[k], None)} (paper profile: {cell(v, None)})" for k, v in paper.items()
+              if k in ran and ran[k] != v and not (k in rules and rules[k].path)]     # where files go is not a setting
+    if not differ:
+        return "This run used the settings of the paper profile."
+    return f"Against the paper profile, this run used {'; '.join(differ)}."
+
+
+def verdict_box(metrics: dict, settings: str = "") -> str:
+    """Return the MyST box that opens a chapter with its verdict: the counts by verdict (the run's metrics), how its
+    settings differ from the paper profile (``settings``) and, folded, every claim that is not a pass with the run's
+    reason for it."""
     counts = tally(metrics)
     lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
-             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page)."]
+             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page)."
+             + (f" {settings}" if settings else "")]
     open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
     if open_claims:
         lines += ["", ":::{admonition} Why the claims that do not pass do not pass", ":class: dropdown"]
