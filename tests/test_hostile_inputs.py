@@ -292,6 +292,8 @@ CROSS_RULES = [
     ("08_two_lenses", "grok_d_model", "66", "expected a multiple of the 4 heads"),
     ("08_two_lenses", "lm_n_test", "201", "expected an even number"),
     ("08_two_lenses", "lm_lanczos_vectors", "10", "expected at least lm_top_k + 8 = 16"),
+    ("09_merging_cores", "spawn_epoch", "510", "expected a multiple of log_every_epochs = 20"),
+    ("09_merging_cores", "seeds", "[2, 2]", "expected distinct seeds"),
 ]
 
 

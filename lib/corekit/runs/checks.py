@@ -287,6 +287,24 @@ def two_lenses(params: dict) -> None:
 
 
 #: The check of each notebook, by name.
+def merging_cores(params: dict) -> None:
+    """Check chapter 09's parameters: distinct seeds, a fork on a logged epoch inside the run, the size of the paths."""
+    nb = "09_merging_cores"
+    distinct(nb, "seeds", params["seeds"])
+    epochs, spawn, log_every = params["epochs"], params["spawn_epoch"], params["log_every_epochs"]
+    require(spawn % log_every == 0, nb, "spawn_epoch", spawn, f"a multiple of log_every_epochs = {log_every}")
+    require(spawn < epochs - 1, nb, "spawn_epoch", spawn, f"an epoch before the last (epochs = {epochs})")
+    p, models = params["p"], len(params["seeds"])
+    weights = transformer_parameters(p + 1, 3, params["d_model"], params["d_mlp"], 1, p)
+    snapshots = epochs // spawn + 2
+    fits(nb, params, [
+        Need(f"the {snapshots:,} parameter snapshots, every model", 4 * models * snapshots * weights, models * weights,
+             "epochs"),
+        Need(f"the {params['n_alphas']} models of one interpolation path", 4 * params["n_alphas"] * weights,
+             params["n_alphas"] * weights, "n_alphas"),
+    ])
+
+
 CHECKS: dict[str, Callable[[dict], None]] = {
     "01_markov_cores": markov_cores,
     "02_grokking_cores": grokking_cores,
@@ -296,4 +314,5 @@ CHECKS: dict[str, Callable[[dict], None]] = {
     "06_entk_transformer_modular": entk_transformer_modular,
     "07_entk_gemma_grammar": entk_gemma_grammar,
     "08_two_lenses": two_lenses,
+    "09_merging_cores": merging_cores,
 }
