@@ -286,7 +286,6 @@ def two_lenses(params: dict) -> None:
     ])
 
 
-#: The check of each notebook, by name.
 def merging_cores(params: dict) -> None:
     """Check chapter 09's parameters: distinct seeds, a fork on a logged epoch inside the run, the size of the paths."""
     nb = "09_merging_cores"
@@ -305,6 +304,7 @@ def merging_cores(params: dict) -> None:
     ])
 
 
+#: The check of each notebook, by name.
 CHECKS: dict[str, Callable[[dict], None]] = {
     "01_markov_cores": markov_cores,
     "02_grokking_cores": grokking_cores,
