@@ -88,3 +88,11 @@ def test_the_verdict_box_says_how_the_run_differs_from_the_paper_profile():
     assert sentence == (f"Against the paper profile, this run used `p` 31 (paper profile: {paper['p']}); "
                         f"`d_model` 64 (paper profile: {paper['d_model']}).")
     assert sentence in verdict_box({"claims": []}, sentence)
+
+
+def test_a_long_module_path_in_a_result_table_may_wrap_but_numbers_stay_whole():
+    from corekit.runs.site import breakable_cells
+    row = "<td>model.layers.16.mlp.down_proj</td><td>1,310,720</td><td>0.00522</td>"
+    shown = breakable_cells(f'<table class="corekit-values"><tr>{row}</tr></table>')
+    assert "<td>model.<wbr>layers.<wbr>16.<wbr>mlp.<wbr>down_<wbr>proj</td><td>1,310,720</td><td>0.00522</td>" in shown
+    assert breakable_cells(f'<table class="other"><tr>{row}</tr></table>') == f'<table class="other"><tr>{row}</tr></table>'

@@ -54,6 +54,21 @@ def tidy_streams(outputs: list) -> list:
     return [o for o in tidy if o.get("output_type") != "stream" or o["text"]]
 
 
+#: A cell of a notebook's result table (``corekit.tables``) and, inside it, a long unbroken token (a module path such as
+#: ``model.layers.16.mlp.down_proj``) that would widen its column past the page.
+VALUES_CELL = re.compile(r"(<td>)([^<]*)(</td>)")
+LONG_TOKEN = re.compile(r"\S{16,}")
+
+
+def breakable_cells(table_html: str) -> str:
+    """Return a result table's HTML with a break opportunity (``<wbr>``) after each ``.``, ``_`` or ``/`` of the long
+    tokens in its cells, so a narrow column wraps a module path instead of pushing the table past its box."""
+    def cell(match: re.Match) -> str:
+        text = LONG_TOKEN.sub(lambda t: re.sub(r"([._/])(?=\w)", r"\1<wbr>", t.group(0)), match.group(2))
+        return match.group(1) + text + match.group(3)
+    return VALUES_CELL.sub(cell, table_html) if "corekit-values" in table_html else table_html
+
+
 #: Tags of the cells whose source a reader does not need open: the defaults and papermill's injected values (the run
 #: record lists what ran) and the claims cell (:func:`fold_bookkeeping`).
 FOLDED_TAGS = ("parameters", "injected-parameters")
@@ -77,6 +92,10 @@ def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = tidy_streams(cell.outputs)
+            for output in cell.outputs:
+                if "text/html" in output.get("data", {}):
+                    html = output["data"]["text/html"]
+                    output["data"]["text/html"] = breakable_cells("".join(html) if isinstance(html, list) else html)
             fold_bookkeeping(cell)
     portable_notebook(notebook, root)
     nbformat.write(notebook, staged)
