@@ -531,7 +531,7 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel("claims")
     ax.legend(ncol=len(VERDICTS), loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=150, facecolor="white")
+    fig.savefig(path, dpi=150, facecolor="white", bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -544,7 +544,8 @@ def overview_table(runs: dict[str, Run]) -> list[str]:
         metrics = run.metrics
         env = metrics.get("environment") or {}
         commit = (env.get("commit") or "")[:7] or "not recorded"
-        commit += " (dirty)" if env.get("dirty") else ""
+        commit += " (dirty)" if env.get("dirty") and not (run.published and sources_match_commit(
+            run.ipynb.parents[2], name, metrics)) else ""
         runtime = duration(metrics.get("runtime_s")).replace(" ", "\u00a0")
         rows.append(f"| {{doc}}`{name[:2]} · {cell(title(run), None)} <../notebooks/{name}>` | "
                     f"{metrics.get('profile', '?')} profile, {runtime}, commit `{commit}` | "
@@ -584,7 +585,7 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
         lines += [f":::{{figure}} {tally_image}", ":alt: claims per chapter", ":width: 100%", "",
                   "Claims per chapter by verdict: pass (green), uninformative (its null passes too; ochre), fail "
                   "(red), undecided at this profile (blue), reported without a test (grey).", ":::", ""]
-    lines += table_box(overview_table(runs)) + [""]
+    lines += ["::::{div} corekit-overview", "", *overview_table(runs), "", "::::", ""]
     for name, run in runs.items():
         metrics = run.metrics
         profile = metrics.get("profile", "?")
