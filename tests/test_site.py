@@ -96,3 +96,18 @@ def test_a_long_module_path_in_a_result_table_may_wrap_but_numbers_stay_whole():
     shown = breakable_cells(f'<table class="corekit-values"><tr>{row}</tr></table>')
     assert "<td>model.<wbr>layers.<wbr>16.<wbr>mlp.<wbr>down_<wbr>proj</td><td>1,310,720</td><td>0.00522</td>" in shown
     assert breakable_cells(f'<table class="other"><tr>{row}</tr></table>') == f'<table class="other"><tr>{row}</tr></table>'
+
+
+def test_a_long_claims_table_is_folded_on_its_chapter_page(tmp_path):
+    import nbformat
+
+    from corekit.runs.publish import FOLD_CLAIMS_OVER, restage_claims_table, verdict_box
+    out = {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/markdown": "| a |"}}
+    path = tmp_path / "nb.ipynb"
+    for n, folded in ((FOLD_CLAIMS_OVER, False), (FOLD_CLAIMS_OVER + 1, True)):
+        cell = nbformat.v4.new_code_cell("claims.table()", outputs=[nbformat.from_dict(dict(out))])
+        nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+        restage_claims_table(path, "<table></table>", n)
+        assert ("hide-output" in nbformat.read(path, as_version=4).cells[0].metadata.get("tags", [])) == folded
+        claims = [{"id": f"c{i}", "verdict": "pass", "target": "x"} for i in range(n)]
+        assert ("end of the page, folded)" in verdict_box({"claims": claims})) == folded

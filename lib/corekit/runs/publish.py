@@ -300,7 +300,8 @@ def verdict_box(metrics: dict, settings: str = "") -> str:
     reason for it."""
     counts = tally(metrics)
     lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
-             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page)."
+             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page"
+             + (", folded" if len(metrics.get("claims", [])) > FOLD_CLAIMS_OVER else "") + ")."
              + (f" {settings}" if settings else "")]
     open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
     if open_claims:
@@ -365,9 +366,15 @@ def chapter_claims_html(run: Run, quick: dict | None = None, oracle_dir: Path | 
     return claims_html(claims, ours, others)
 
 
-def restage_claims_table(staged: Path, table_html: str) -> None:
+#: A chapter's claims table with more rows than this is folded on its page (one click opens it): the verdict box at
+#: the top already names every claim that does not pass, with its reason.
+FOLD_CLAIMS_OVER = 20
+
+
+def restage_claims_table(staged: Path, table_html: str, n_claims: int = 0) -> None:
     """Show ``table_html`` as the output of the staged notebook's claims cell (the one ending ``claims.table()``), in
-    place of the Markdown table its run displayed: one renderer for every page."""
+    place of the Markdown table its run displayed: one renderer for every page. A table of more than
+    :data:`FOLD_CLAIMS_OVER` claims is folded (``hide-output``)."""
     import nbformat
 
     notebook = nbformat.read(staged, as_version=4)
@@ -376,6 +383,9 @@ def restage_claims_table(staged: Path, table_html: str) -> None:
             for output in cell.get("outputs", []):
                 if output.get("output_type") in ("execute_result", "display_data"):
                     output["data"]["text/html"] = table_html
+            tags = cell.metadata.setdefault("tags", [])
+            if n_claims > FOLD_CLAIMS_OVER and "hide-output" not in tags:
+                tags.append("hide-output")
     nbformat.write(notebook, staged)
 
 
@@ -622,7 +632,8 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
     for name, run in runs.items():
         shutil.copy2(Notebook(root, name).py, sources / f"{name}.py")
         inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
-        restage_claims_table(stage / "notebooks" / f"{name}.ipynb", chapter_claims_html(run, None, root / "results" / "oracle"))
+        restage_claims_table(stage / "notebooks" / f"{name}.ipynb", chapter_claims_html(run, None, root / "results" / "oracle"),
+                             len(run.metrics.get("claims", [])))
     own, papers = own_hypotheses(root, runs), papers_of(root, runs)
     set_substitutions(stage, {"claims_tally": front_tally(runs, own, papers)} | claim_substitutions(runs, root))
     if RESULTS_PAGE not in toc_files(root):
