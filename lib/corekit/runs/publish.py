@@ -280,6 +280,11 @@ def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
                       ":::{dropdown} The values this run used", *rows, ":::"])
 
 
+#: Parameters that say where a run computes, not what: left out of the comparison with the paper profile (as are
+#: path parameters, which say where files go).
+MACHINE_SETTINGS = ("device", "cpu_threads")
+
+
 def against_paper(nb: Notebook, metrics: dict) -> str:
     """Return a sentence saying how the run's settings differ from the chapter's paper profile
     (``notebooks/params/paper/NAME.yaml``): "p 31 (paper profile: 53), ...", or that they are its settings."""
@@ -288,7 +293,7 @@ def against_paper(nb: Notebook, metrics: dict) -> str:
     paper, rules = read_profile(nb, "paper"), accepted_values(nb)
     ran = metrics.get("parameters") or {}
     differ = [f"`{k}` {cell(ran[k], None)} (paper profile: {cell(v, None)})" for k, v in paper.items()
-              if k in ran and ran[k] != v and not (k in rules and rules[k].path)]     # where files go is not a setting
+              if k in ran and ran[k] != v and k not in MACHINE_SETTINGS and not (k in rules and rules[k].path)]
     if not differ:
         return "This run used the settings of the paper profile."
     return f"Against the paper profile, this run used {'; '.join(differ)}."
