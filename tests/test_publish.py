@@ -395,7 +395,7 @@ def test_declared_claim_ids_expand_f_strings_over_literal_loops(tmp_path):
 
 def test_each_chapter_declares_its_headline_figure_and_whether_it_tests_a_paper():
     """Chapter knowledge lives with the chapter (its notebook header), not in the publisher: every chapter names a
-    headline figure its published run has, and only 08 declares that it tests the book's own hypotheses."""
+    headline figure its published run has, and only 08 and 09 declare that they test the book's own hypotheses."""
     names = notebooks.toc_notebooks(REPO)
     for name in names:
         declared = notebooks.Notebook(REPO, name).declared
@@ -403,8 +403,9 @@ def test_each_chapter_declares_its_headline_figure_and_whether_it_tests_a_paper(
         run = publish.published_run(REPO, name)
         if run.exists():
             assert declared["headline_figure"] in {p.stem for p in run.figure_files()}, name
-    assert publish.own_hypotheses(REPO, names) == {"08_two_lenses"}
-    assert publish.papers_of(REPO, names) == {n: "ACE" if n < "05" else "eNTK" for n in names if n != "08_two_lenses"}
+    own = {"08_two_lenses", "09_merging_cores"}
+    assert publish.own_hypotheses(REPO, names) == own
+    assert publish.papers_of(REPO, names) == {n: "ACE" if n < "05" else "eNTK" for n in names if n not in own}
 
 
 def test_a_header_without_corekit_metadata_declares_nothing(tmp_path):

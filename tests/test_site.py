@@ -111,3 +111,15 @@ def test_a_long_claims_table_is_folded_on_its_chapter_page(tmp_path):
         assert ("hide-output" in nbformat.read(path, as_version=4).cells[0].metadata.get("tags", [])) == folded
         claims = [{"id": f"c{i}", "verdict": "pass", "target": "x"} for i in range(n)]
         assert ("end of the page, folded)" in verdict_box({"claims": claims})) == folded
+
+
+def test_a_result_table_of_many_rows_scrolls_in_its_own_box():
+    import nbformat
+
+    from corekit.runs.site import SCROLL_ROWS, scroll_long_tables
+    for rows, scrolls in ((SCROLL_ROWS, False), (SCROLL_ROWS + 1, True)):
+        html = "<table>" + "<tr><td>1</td></tr>" * rows + "</table>"
+        cell = nbformat.v4.new_code_cell("table(rows)", outputs=[nbformat.from_dict(
+            {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/html": html}})])
+        scroll_long_tables(cell)
+        assert ("scroll-output" in cell.metadata.get("tags", [])) == scrolls

@@ -306,7 +306,7 @@ def verdict_box(metrics: dict, settings: str = "") -> str:
     counts = tally(metrics)
     lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
              f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page"
-             + (", folded" if len(metrics.get("claims", [])) > FOLD_CLAIMS_OVER else "") + ")."
+             + (", folded" if folded(metrics) else "") + ")."
              + (f" {settings}" if settings else "")]
     open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
     if open_claims:
@@ -374,6 +374,14 @@ def chapter_claims_html(run: Run, quick: dict | None = None, oracle_dir: Path | 
 #: A chapter's claims table with more rows than this is folded on its page (one click opens it): the verdict box at
 #: the top already names every claim that does not pass, with its reason.
 FOLD_CLAIMS_OVER = 20
+#: ... and so is a table whose HTML is longer than this (claims over hundreds of models or pairs).
+FOLD_CLAIMS_HTML = 40_000
+
+
+def folded(metrics: dict) -> bool:
+    """Return whether a chapter page folds the claims table of a run with ``metrics``."""
+    claims = metrics.get("claims", [])
+    return len(claims) > FOLD_CLAIMS_OVER or len(claims_html(claims)) > FOLD_CLAIMS_HTML
 
 
 def restage_claims_table(staged: Path, table_html: str, n_claims: int = 0) -> None:
@@ -389,7 +397,7 @@ def restage_claims_table(staged: Path, table_html: str, n_claims: int = 0) -> No
                 if output.get("output_type") in ("execute_result", "display_data"):
                     output["data"]["text/html"] = table_html
             tags = cell.metadata.setdefault("tags", [])
-            if n_claims > FOLD_CLAIMS_OVER and "hide-output" not in tags:
+            if (n_claims > FOLD_CLAIMS_OVER or len(table_html) > FOLD_CLAIMS_HTML) and "hide-output" not in tags:
                 tags.append("hide-output")
     nbformat.write(notebook, staged)
 

@@ -69,6 +69,20 @@ def breakable_cells(table_html: str) -> str:
     return VALUES_CELL.sub(cell, table_html) if "corekit-values" in table_html else table_html
 
 
+#: A result table with more rows than this scrolls in a box of its own (MyST-NB's ``scroll-output``).
+SCROLL_ROWS = 30
+
+
+def scroll_long_tables(cell) -> None:
+    """Tag ``cell`` ``scroll-output`` when one of its HTML outputs is a table of more than :data:`SCROLL_ROWS` rows (a
+    chapter's 462 stitched pairs stay readable without making the page tens of thousands of pixels tall)."""
+    rows = max((output["data"]["text/html"].count("<tr>") for output in cell.get("outputs", [])
+                if isinstance(output.get("data", {}).get("text/html"), str)), default=0)
+    tags = cell.metadata.setdefault("tags", [])
+    if rows > SCROLL_ROWS and "scroll-output" not in tags:
+        tags.append("scroll-output")
+
+
 #: Tags of the cells whose source a reader does not need open: the defaults and papermill's injected values (the run
 #: record lists what ran) and the claims cell (:func:`fold_bookkeeping`).
 FOLDED_TAGS = ("parameters", "injected-parameters")
@@ -96,6 +110,7 @@ def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
                 if "text/html" in output.get("data", {}):
                     html = output["data"]["text/html"]
                     output["data"]["text/html"] = breakable_cells("".join(html) if isinstance(html, list) else html)
+            scroll_long_tables(cell)
             fold_bookkeeping(cell)
     portable_notebook(notebook, root)
     nbformat.write(notebook, staged)
