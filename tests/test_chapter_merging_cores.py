@@ -77,8 +77,10 @@ def test_the_core_of_a_rotated_model_is_the_rotated_core():
     rotated = mc.stacked_model(CONFIG, [a, mc.rotate_stream(a, R, CONFIG)])
     x, core = mc.core_before_mlp(rotated, tokens, P)
     assert torch.allclose(x[0] @ R, x[1], atol=1e-10)
-    q0, q1 = core.q(4)
-    assert torch.allclose((R.T @ q0).abs(), q1.abs(), atol=1e-6)        # the same directions, up to sign
+    sigma = core.sigma[0, :8]
+    r = int(torch.argmax(sigma[:-1] / sigma[1:])) + 1                   # a rank at a clear gap: the span is stable
+    q0, q1 = core.q(r)
+    assert torch.allclose(R.T @ q0 @ q0.T @ R, q1 @ q1.T, atol=1e-6)    # the same subspace, rotated
 
 
 def test_stitching_a_model_to_itself_through_its_core_is_keep_only_and_at_full_rank_the_model():
@@ -114,3 +116,20 @@ def test_the_barrier_is_the_largest_fall_below_the_line_between_the_ends():
     assert mc.barrier([0.1, 0.5, 2.0, 0.5, 0.3], alphas, higher_is_better=False) == pytest.approx(2.0 - 0.2)
     with pytest.raises(ValueError, match="alphas: expected a grid from 0 to 1"):
         mc.barrier([1, 2], [0.1, 1])
+
+
+def test_a_stack_of_models_gives_each_model_what_it_gives_alone():
+    tokens, labels = tokens_labels()
+    _, states = two_models(seeds=(0, 1, 2))
+    alphas = [0.0, 0.3, 0.7, 1.0]
+    acc, loss = mc.path_metrics(CONFIG, states[0], states[2], alphas, tokens, labels, P)
+    for k, alpha in enumerate(alphas):
+        alone = mc.stacked_model(CONFIG, [mc.interpolate(states[0], states[2], alpha)])
+        _, acc_alone, loss_alone = mc.logits_and_metrics(alone, tokens, labels, P)
+        assert acc[k] == acc_alone[0] and torch.allclose(loss[k], loss_alone[0], rtol=1e-12)
+    stacked = mc.stacked_model(CONFIG, states)
+    logits, _, _ = mc.logits_and_metrics(stacked, tokens, labels, P)
+    for m, state in enumerate(states):
+        assert torch.allclose(logits[m], mc.logits_and_metrics(mc.stacked_model(CONFIG, [state]), tokens, labels, P)[0][0],
+                              rtol=0, atol=1e-12)
+    assert not torch.allclose(logits[0], logits[1])
