@@ -58,7 +58,7 @@
 # $\lfloor p/2 \rfloor + 1 = 16$ modes fit in $2 \cdot 15 = 30$ dimensions), d_model 64 instead of 128,
 # and a learning rate of 3e-3 instead of 1e-3, so that grokking comes early enough in the 20,001
 # epochs for the inflation question to be asked; its ω → 0 branch forks at epoch 3001, after the
-# grokking this size reaches (epoch 2500 in the published run). The quick defaults (a narrow
+# grokking this size reaches (the run prints its grokking step under the accuracy figure). The quick defaults (a narrow
 # pre-LayerNorm model with the $[a, b, =]$ input and full-batch steps) only check that every cell runs and every claim is
 # computed within CI minutes; they fork before grokking by design. At p = 31 a fit rank near
 # $p - 1 = 30$ makes the shift fit exact whatever the model does, so the inflation claims come out

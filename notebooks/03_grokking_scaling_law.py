@@ -88,6 +88,7 @@ margin: int = 100  # range: [1, inf); steps a shard runs on after its last model
 eval_every: int = 20  # range: [1, inf); steps between evaluations (τ is resolved to this)
 n_boot: int = 1000  # range: [10, inf)
 executor: str = "local"  # one of: local, ray
+ray_address: str = ""  # with executor ray: empty starts Ray on this machine; "auto" joins the cluster `ray start --head` began; or host:port
 checkpoint_dir: str = ""  # path; empty: no checkpoints
 checkpoint_every: int = 1000  # range: [1, inf); steps between a shard's checkpoints
 max_models_per_shard: int = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
@@ -131,7 +132,7 @@ omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
 # the same batch size and step budget) is trained once and used in both.
 
 # %%
-run_options = dict(executor=executor, device=str(dev), max_models=max_models_per_shard or None,
+run_options = dict(executor=executor, ray_address=ray_address or None, device=str(dev), max_models=max_models_per_shard or None,
                    checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every)
 p_runs, omega_runs, results = run_both_sweeps(p_specs, omega_specs, p_settings, omega_settings, **run_options)
 censored = [r for r in results if r.censored]

@@ -1,6 +1,11 @@
 """Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, checkpoints, local vs Ray execution."""
 
 import dataclasses
+import os
+import re
+import signal
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -150,13 +155,65 @@ def test_ray_shards_merge_to_the_single_process_result(tmp_path, capsys):
     try:                                                        # a new instance: corekit shipped in runtime_env
         remote = run_sweep(specs, TINY, executor="ray", max_models=3, checkpoint_dir=str(tmp_path),
                            checkpoint_every=50)
-        assert ray.get_runtime_context().runtime_env.get("py_modules")
+        imported = ray.get(ray.remote(lambda: __import__("corekit").__file__).remote())
+        assert "py_modules_files" in imported                   # workers import the shipped package, not their own
     finally:
         ray.shutdown()
     assert _records(remote) == _records(local)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("shard ")]
     assert len(lines) == 4 and {line.split(" done")[0] for line in lines} == {f"shard {i}/4" for i in range(1, 5)}
     assert len(list(tmp_path.rglob("last.pt"))) == 4          # one per split shard, under the absolute folder
+
+
+def _kill_a_shard_worker_after_its_first_checkpoint(folder: Path, killed: list, timeout: float = 120.0) -> None:
+    """SIGKILL the first Ray worker found running ``run_shard`` once a checkpoint exists under ``folder``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not killed:
+        if any(folder.rglob("last.pt")):
+            for proc in Path("/proc").iterdir():
+                try:
+                    title = (proc / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if proc.name.isdigit() and title.startswith(b"ray::run_shard"):
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed.append(int(proc.name))
+                    return
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker through /proc")
+def test_a_shard_whose_worker_is_killed_is_named_and_retried_once_from_its_checkpoint(tmp_path, capsys):
+    ray = pytest.importorskip("ray")
+    long = dataclasses.replace(TINY, max_steps=3000, margin=3000, eval_every=50)   # long enough to be caught
+    specs = grid([5, 7], [1.0], [0, 1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                                    # Ray workers run one thread each
+    try:
+        local = run_sweep(specs, long, device="cpu", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_a_shard_worker_after_its_first_checkpoint, args=(tmp_path, killed))
+    killer.start()
+    try:
+        remote = run_sweep(specs, long, executor="ray", checkpoint_dir=str(tmp_path), checkpoint_every=100)
+    finally:
+        killer.join()
+        ray.shutdown()
+    assert killed, "no shard worker was found to kill"
+    out = capsys.readouterr().out
+    retried = [line for line in out.splitlines() if line.startswith("shard ") and " died " in line]
+    assert len(retried) == 1, out
+    assert re.fullmatch(r"shard [12]/2 \(p=[57], batch full, weight decay 1, seeds 0, 1\) died "
+                        r"\(WorkerCrashedError\); retrying it once, from its last checkpoint", retried[0]), retried
+    assert len([line for line in out.splitlines() if line.startswith("shard ") and " done:" in line]) == 2
+    assert _records(remote) == _records(local)                 # the retried shard resumed to the same result
+
+
+def test_ray_address_without_the_ray_executor_is_refused_by_name():
+    with pytest.raises(ValueError, match="ray_address is only used with executor='ray'"):
+        run_sweep(grid([5], [1.0], [0]), TINY, ray_address="auto")
 
 
 def test_a_corrupt_checkpoint_is_named_and_its_shard_retrained(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_tables import Cells
 from tinyrepo import REPO, make_repo, run_in_process, tiny_notebook
 
 from corekit.runs import paramspec
@@ -144,5 +145,10 @@ def test_chapter_01_takes_a_chain_of_any_size_alone(tmp_path):
                      f"{{transition: {five}, seeds: [0, 1], seq_len: 8, n_train: 64, n_test: 64, epochs: 1, "
                      f"batch_size: 32, d_model: 16, d_mlp: 32}}", cwd=tmp_path)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    assert "paper chain" in "".join(str(o) for c in nbformat.read(tmp_path / "x.ipynb", as_version=4).cells
-                                    if c.cell_type == "code" for o in c.outputs)
+    chain_table = Cells()
+    chain_table.feed(next(o["data"]["text/html"] for c in nbformat.read(tmp_path / "x.ipynb", as_version=4).cells
+                          if c.cell_type == "code" for o in c.outputs
+                          if "Each chain and what" in o.get("data", {}).get("text/html", "")))
+    header, *rows = chain_table.rows
+    cap = {row[0]: row[header.index("cap K − 1")] for row in rows}
+    assert cap == {"paper": "4", "deficient": "3"}                   # five states and the default four

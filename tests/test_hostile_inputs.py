@@ -283,6 +283,7 @@ CROSS_RULES = [
     ("01_markov_cores", "transition_deficient", "[[1, 0], [0, 1]]", "more than one stationary distribution"),
     ("02_grokking_cores", "fork_epoch", "1600", "expected an epoch inside the run, 0 < fork_epoch < epochs = 1600"),
     ("03_grokking_scaling_law", "seeds", "[0, 1, 2, 2]", "expected distinct seeds"),
+    ("03_grokking_scaling_law", "ray_address", "auto", "expected an empty string unless executor is 'ray'"),
     ("04_llm_agreement_axis", "models", "[gemma-3-270m, gemma-3-270m]", "expected a list of models without repeats"),
     ("05_entk_mlp_modular", "top_k", "842", "expected at most p² = 841"),
     ("06_entk_transformer_modular", "extra_seeds", "[2]", "expected seeds not already in seeds = [2, 3]"),

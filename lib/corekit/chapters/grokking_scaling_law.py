@@ -263,6 +263,9 @@ def run_sweep(specs: Sequence[RunSpec], settings: SweepSettings, *, executor: st
     """
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    if ray_address and executor != "ray":
+        raise ValueError(f"ray_address is only used with executor='ray', got ray_address={ray_address!r} "
+                         f"with executor={executor!r}")
     if max_models is not None and (int(max_models) != max_models or max_models < 1):
         raise ValueError(f"max_models must be a positive integer or None, got {max_models!r}")
     if int(checkpoint_every) != checkpoint_every or checkpoint_every < 1:
@@ -283,30 +286,53 @@ def _run_on_ray(parts: list[list[RunSpec]], settings: SweepSettings, checkpoint_
     """Return the shards' results (in ``parts`` order), each shard one Ray task, a line per finished shard.
 
     A new Ray instance gets this copy of ``corekit`` in its ``runtime_env`` (``py_modules``), so
-    cluster workers run the same library as the driver without installing it.
+    cluster workers run the same library as the driver without installing it. A shard whose worker or
+    node dies is named and submitted once more (it resumes from its checkpoint when ``checkpoint_dir``
+    is set); a second death stops the sweep with an error that names the shard.
     """
     try:
         import ray
+        from ray.exceptions import NodeDiedError, WorkerCrashedError
     except ImportError as err:
         raise ImportError("executor='ray' needs Ray: pip install 'corekit[scale]'") from err
     if not ray.is_initialized():
         ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"py_modules": [str(Path(__file__).resolve().parent)]})
+                 runtime_env={"py_modules": [str(Path(__file__).resolve().parents[1])]})   # corekit/
     gpus = ray.cluster_resources().get("GPU", 0)
-    task = ray.remote(run_shard).options(num_gpus=1 if gpus else 0, num_cpus=1, max_retries=1)
+    task = ray.remote(run_shard).options(num_gpus=1 if gpus else 0, num_cpus=1, max_retries=0)
     device = "cuda" if gpus else "cpu"
-    refs = [task.remote(part, settings, device, checkpoint_dir, None if gpus else 1, False, checkpoint_every)
-            for part in parts]
-    index = {ref: i for i, ref in enumerate(refs)}
-    results: list[list[RunResult] | None] = [None] * len(refs)
-    pending = list(refs)
-    while pending:
-        (ready,), pending = ray.wait(pending, num_returns=1)
-        i = index[ready]
-        results[i] = ray.get(ready)
+
+    def submit(i: int):
+        return task.remote(parts[i], settings, device, checkpoint_dir, None if gpus else 1, False, checkpoint_every)
+
+    index = {submit(i): i for i in range(len(parts))}
+    retried: set[int] = set()
+    results: list[list[RunResult] | None] = [None] * len(parts)
+    while index:
+        (ready,), _ = ray.wait(list(index), num_returns=1)
+        i = index.pop(ready)
+        try:
+            results[i] = ray.get(ready)
+        except (WorkerCrashedError, NodeDiedError) as err:
+            name = f"shard {i + 1}/{len(parts)} ({shard_label(parts[i])})"
+            if i in retried:
+                raise RuntimeError(f"{name} died twice; the sweep stops: {type(err).__name__}") from err
+            retried.add(i)
+            print(f"{name} died ({type(err).__name__}); retrying it once"
+                  + (", from its last checkpoint" if checkpoint_dir else ""), flush=True)
+            index[submit(i)] = i
+            continue
         if progress:
-            print(shard_line(len(refs) - len(pending), len(refs), parts[i], results[i]), flush=True)
+            print(shard_line(len(parts) - len(index), len(parts), parts[i], results[i]), flush=True)
     return results
+
+
+def shard_label(specs: Sequence[RunSpec]) -> str:
+    """Return what names a shard: its modulus, batch size, weight decays and seeds."""
+    decays = sorted({s.weight_decay for s in specs})
+    seeds = sorted({s.seed for s in specs})
+    return (f"p={specs[0].p}, batch {specs[0].batch_size or 'full'}, weight decay {', '.join(f'{w:g}' for w in decays)}, "
+            f"seeds {', '.join(map(str, seeds))}")
 
 
 def shard_line(done: int, total: int, specs: Sequence[RunSpec], results: Sequence[RunResult]) -> str:

@@ -180,9 +180,11 @@ def grokking_cores(params: dict) -> None:
 
 
 def grokking_scaling_law(params: dict) -> None:
-    """Check chapter 03's parameters: distinct seeds, the size of the largest shard's batch."""
+    """Check chapter 03's parameters: distinct seeds, ray_address only with Ray, the size of the largest shard's batch."""
     nb = "03_grokking_scaling_law"
     distinct(nb, "seeds", params["seeds"], "distinct seeds (the bootstrap resamples them)")
+    require(not params.get("ray_address") or params["executor"] == "ray", nb, "ray_address", params.get("ray_address"),
+            "an empty string unless executor is 'ray' (the local executor does not use Ray)")
     n_seeds, frac = len(params["seeds"]), params["train_frac"]
     cap = params["max_models_per_shard"] or None
     n_ctx = 3 if params["equals_token"] else 2
