@@ -16,7 +16,8 @@ Workloads (``benchmarks/peers_workloads.py``):
 
 * ``06_training``: 06 training of seed 2 for ``--epochs-06`` epochs (default 300): the authors' notebook loop
   (``modular_arithmetic_transformer_v4.ipynb`` cells 11-26, as the oracle runs it) vs
-  ``entk_transformer_modular.train_authors`` with the paper profile; agreement: their logged train losses.
+  ``entk_transformer_modular.train_authors`` with the paper profile; agreement: their logged train losses
+  through epoch 60 (later, float32 rounding separates the two runs as it separates the authors' run from itself).
 * ``06_kernels_eig``: the 9 per-parameter pair-mean kernels over all 841 inputs and the top-40 eigenpairs of
   each, on seed 2's weights (their ``empirical_ntk_by_layer`` + ``ntk.eig_decompose`` vs ``parameter_eigenpairs``).
 * ``05_training``: the MLP of 05 (p 29, width 512), 500 full-batch epochs from the same initial weights and
@@ -84,11 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     import traceback  # noqa: PLC0415
     import warnings  # noqa: PLC0415
 
+    import peers_workloads as pw  # noqa: PLC0415
     import torch  # noqa: PLC0415
+    from common import emit  # noqa: PLC0415
     from threadpoolctl import threadpool_limits  # noqa: PLC0415
 
-    import peers_workloads as pw  # noqa: PLC0415
-    from common import emit  # noqa: PLC0415
     from corekit import oracle  # noqa: PLC0415
 
     warnings.filterwarnings("ignore", category=FutureWarning)   # functorch's deprecation notes, from the authors' ntk.py
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             t0 = time.perf_counter()
             w = build(ctx)
-            print(f"[{name}] {w.what} (setup {time.perf_counter() - t0:.1f} s)", flush=True)
+            setup_s = time.perf_counter() - t0
+            print(f"[{name}] {w.what} (setup {setup_s:.1f} s)", flush=True)
             sides = list(w.sides)
             for r in range(args.warmup):
                 for side in sides:
@@ -146,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                       "ratio_is": f"{ref} median / ours median (> 1: corekit faster)",
                       "agree": agreement.pop("agree"), "agreement": agreement, **w.info,
                       "loadavg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
+                      "setup_s": round(setup_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
                       "date": datetime.date.today().isoformat(), "torch": torch.__version__}
             if clone:
                 record["authors_repo"] = pw.NTK_REPO if clone == "ntk" else pw.ACE_REPO

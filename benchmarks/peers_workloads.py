@@ -135,7 +135,7 @@ class Context:
     @functools.cached_property
     def ma(self):
         """The eNTK authors' ``ma`` module (the MLP, its data and train/test), from the same clone."""
-        self.ntk_ns                                    # puts the clone on sys.path
+        _ = self.ntk_ns                                # puts the clone on sys.path
         import ma  # noqa: PLC0415
         return ma
 
@@ -239,14 +239,19 @@ def w06_training(ctx: Context) -> Workload:
 
     def compare(out: dict) -> dict:
         log, run = out["authors"], out["ours"]
-        gap = entk_transformer_modular.log_gap(np.asarray(run.history.epoch_train_loss)[:, 0], log, through_epoch=epochs)
+        loss = np.asarray(run.history.epoch_train_loss)[:, 0]
+        gap = entk_transformer_modular.log_gap(loss, log, through_epoch=60)
         ours_acc = run.history.curve("test_acc")[:, 0].numpy()[[e + 1 for e in log["epoch"]]]
-        acc_gap = float(np.abs(ours_acc - np.asarray(log["test_acc"]) / 100).max())
-        return {"agree": gap <= 1e-4, "metric": "max |epoch train loss ours − authors| over their logged epochs",
-                "value": gap, "tolerance": 1e-4,
-                "why": "float32 on both sides, the same batches; only the summation order differs (the chapter's "
-                       "training_log_match claim uses the same 1e-4)",
-                "test_acc_max_abs_diff": acc_gap}
+        return {"agree": gap <= 1e-4,
+                "metric": "max |epoch train loss ours − authors| over their logged epochs 0-60", "value": gap,
+                "tolerance": 1e-4,
+                "why": "float32 on both sides, the same weights and batches, only the summation order differs: the "
+                       "chapter's training_log_match claim (1e-4 through epoch 60). Later the runs separate as "
+                       "float32 rounding grows: the authors' own run from weights perturbed by 6e-8 (relative) "
+                       "differs from itself by 1.4e-3 at epoch 60 and 2.3e-2 at epoch 140 (measured 2026-12-04)",
+                "whole_run_loss_max_abs_diff": entk_transformer_modular.log_gap(loss, log, through_epoch=epochs),
+                "final_logged_train_loss": {"authors": log["train_loss"][-1], "ours": float(loss[log["epoch"][-1]])},
+                "test_acc_max_abs_diff": float(np.abs(ours_acc - np.asarray(log["test_acc"]) / 100).max())}
 
     return Workload("06_training", f"06 training, seed 2, {epochs} epochs of the authors' recipe (p 29, d_model 64, "
                     "batch 64, AdamW lr 3e-4 wd 1; test and train accuracy logged every 20 epochs)",
