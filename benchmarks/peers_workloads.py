@@ -94,6 +94,10 @@ def eig_agreement(theirs: dict[str, Tensor], ours: dict[str, Tensor], tol: float
                    "entries a few 1e-6 of λ_1), corekit float64"}
 
 
+#: What a record's span-overlap figure is.
+SPAN_WHAT = "‖V_authorsᵀ V_ours‖² / j over the leading j eigenvectors up to the last gap > 1e-3 λ_1 (informative)"
+
+
 def span_overlap(values: Tensor, A: Tensor, B: Tensor, gap: float = 1e-3) -> tuple[float, int]:
     """Return (‖AᵀB‖_F² / j, j) for the leading j columns of orthonormal A, B (n, k), j the last place where the
     descending ``values`` drop by more than ``gap`` · λ_1 (so that no degenerate group, nor the numerically
@@ -293,8 +297,7 @@ def w06_kernels_eig(ctx: Context) -> Workload:
         spans = {n: span_overlap(mine[n].values, out["authors"][n][1], mine[n].vectors) for n in theirs}
         worst = min(spans, key=lambda n: spans[n][0])
         result["span_overlap_min"] = {"value": spans[worst][0], "kernel": worst, "leading_vectors": spans[worst][1],
-                                      "what": "‖V_authorsᵀ V_ours‖² / j over the leading j eigenvectors up to the last "
-                                              "gap > 1e-3 λ_1 (informative)"}
+                                      "what": SPAN_WHAT}
         return result
 
     return Workload("06_kernels_eig", "06 per-parameter kernels (mean over all 30 × 30 output pairs) of the 9 weight "
@@ -404,8 +407,7 @@ def w05_top200_eig(ctx: Context) -> Workload:
         result = eig_agreement({"K": out["authors"][0]}, {"K": out["ours"].values})
         value, j = span_overlap(out["ours"].values, out["authors"][1], out["ours"].vectors)
         result["span_overlap"] = {"value": value, "leading_vectors": j,
-                                  "what": "‖V_authorsᵀ V_ours‖² / j over the leading j eigenvectors up to the last gap "
-                                          "> 1e-3 λ_1 (informative)"}
+                                  "what": SPAN_WHAT}
         return result
 
     return Workload("05_top200_eig", "05 top-200 eigenpairs of the 841 × 841 class-mean kernel of the trained MLP "

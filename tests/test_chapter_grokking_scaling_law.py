@@ -143,15 +143,20 @@ def test_checkpointed_sweep_resumes_to_the_same_records(tmp_path):
     assert _records(first) == _records(again)
 
 
+def _one_thread_sweep(specs, settings):
+    """Return the local executor's results on one thread, as every Ray worker runs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_sweep(specs, settings, device="cpu", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_ray_shards_merge_to_the_single_process_result(tmp_path, capsys):
     ray = pytest.importorskip("ray")
     specs = grid([5, 7], [0.5, 2.0], [0, 1])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)                                    # Ray workers run one thread each
-    try:
-        local = run_sweep(specs, TINY, device="cpu", progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    local = _one_thread_sweep(specs, TINY)
     try:                                                        # a new instance: corekit shipped in runtime_env
         remote = run_sweep(specs, TINY, executor="ray", max_models=3, checkpoint_dir=str(tmp_path),
                            checkpoint_every=50)
@@ -187,12 +192,7 @@ def test_a_shard_whose_worker_is_killed_is_named_and_retried_once_from_its_check
     ray = pytest.importorskip("ray")
     long = dataclasses.replace(TINY, max_steps=3000, margin=3000, eval_every=50)   # long enough to be caught
     specs = grid([5, 7], [1.0], [0, 1])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)                                    # Ray workers run one thread each
-    try:
-        local = run_sweep(specs, long, device="cpu", progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    local = _one_thread_sweep(specs, long)
     killed: list[int] = []
     killer = threading.Thread(target=_kill_a_shard_worker_after_its_first_checkpoint, args=(tmp_path, killed))
     killer.start()
