@@ -51,6 +51,25 @@ def test_extract_spectrum_is_the_svd_of_H_Jt_in_fp64():
     torch.testing.assert_close(core.basis.transpose(1, 2) @ core.basis, eye, atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize("centre", [False, True])
+def test_linear_observability_is_the_per_example_jacobian_gram(centre):
+    """W Wᵀ (or W C Wᵀ) against E_n[JᵀJ] of h ↦ hW + b by per-example autodiff, and against finite differences."""
+    gen = torch.Generator().manual_seed(3)
+    M, N, D, K = 2, 40, 5, 7
+    W, b = torch.randn(M, D, K, generator=gen, dtype=torch.float64), torch.randn(M, K, generator=gen, dtype=torch.float64)
+    h = torch.randn(M, N, D, generator=gen, dtype=torch.float64)
+    readout = lambda x: torch.einsum("mnd,mdk->mnk", x, W) + b[:, None, :]  # noqa: E731
+    fn = ace.centred_logits(readout) if centre else readout
+    got = ace.linear_observability(W.float(), centre=centre)
+    torch.testing.assert_close(got, ace.observability(fn, h), atol=1e-5, rtol=1e-5)   # W rounded to float32
+    eps, J = 1e-6, torch.zeros(K, D, dtype=torch.float64)
+    for d in range(D):
+        dh = torch.zeros_like(h)
+        dh[0, 0, d] = eps
+        J[:, d] = (fn(h + dh) - fn(h - dh))[0, 0] / (2 * eps)
+    torch.testing.assert_close(ace.linear_observability(W, centre=centre)[0], J.T @ J, atol=1e-7, rtol=1e-7)
+
+
 def test_extract_finds_a_planted_core():
     # Activations vary in 5 directions; the readout sees only a 2-D subspace of them.
     gen = torch.Generator().manual_seed(1)

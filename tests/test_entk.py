@@ -264,6 +264,31 @@ def test_dense_top_eigenpairs_match_numpy_eigh_with_degenerate_blocks(k):
                 assert float(torch.linalg.matrix_norm(P - R @ R.T, ord=2)) <= 1e-9
 
 
+@pytest.mark.parametrize("k", [5, 60])                 # n = 240: a partial (k ≤ n/6) and a full solve
+def test_dense_eigenpairs_in_float32_hold_to_the_float64_reference(k):
+    """Solving in float32 (the eNTK authors' precision): eigenvalues within 4·n·ε₃₂·λ_1 of float64 ``eigh`` (the
+    backward error of a float32 symmetric eigensolver is about n·ε₃₂·‖K‖), and each separated eigenvector's
+    projector within 4·n·ε₃₂·λ_1 / gap of the reference."""
+    import numpy as np
+
+    values = torch.cat([torch.tensor([50.0, 20.0, 10.0]), torch.linspace(8.0, 0.1, 237)])
+    n = len(values)
+    K = _psd_with_spectrum(values, seed=5)
+    ref_w, ref_V = np.linalg.eigh(K.numpy())
+    ref_w, ref_V = ref_w[::-1], ref_V[:, ::-1]
+    eig = entk.dense_eigenpairs(K, k, dtype=torch.float32)
+    eps32 = float(torch.finfo(torch.float32).eps)
+    assert eig.values.dtype == torch.float32 and eig.vectors.shape == (n, k)
+    np.testing.assert_allclose(eig.values.double().numpy(), ref_w[:k], rtol=0, atol=4 * n * eps32 * ref_w[0])
+    for j in range(3):                                   # gaps of 30, 10 and 2 below λ_1, λ_2, λ_3
+        gap = min(abs(ref_w[j] - ref_w[j + 1]), abs(ref_w[j - 1] - ref_w[j]) if j else np.inf)
+        v = eig.vectors[:, j].double()
+        cos2 = float((v @ torch.from_numpy(ref_V[:, j].copy())) ** 2 / (v @ v))
+        assert 1 - cos2 <= (4 * n * eps32 * ref_w[0] / gap) ** 2 + 1e-10
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        entk.dense_eigenpairs(K, k, dtype=torch.float16)
+
+
 def test_dense_eigenpairs_of_the_whole_spectrum_and_bad_input():
     K = _psd_with_spectrum(torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0]))
     eig = entk.dense_eigenpairs(K, 5)

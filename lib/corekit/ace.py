@@ -78,6 +78,21 @@ def observability(fn: Callable[[Tensor], Tensor], h: Tensor, chunk: int = 4096) 
     return obs / N
 
 
+def linear_observability(weight: Tensor, centre: bool) -> Tensor:
+    """Return Obs (M, D, D) in float64 of the linear readout h ↦ h W + b with W (M, D, K): W Wᵀ, or W C Wᵀ with C the
+    class-centring projector when ``centre`` (the readout's centred logits).
+
+    A linear readout's Jacobian is Wᵀ (C Wᵀ for the centred logits) at every input, so E_n[JᵀJ] needs no
+    activations: the matrix :func:`observability` averages over N examples, in O(D²K) instead of O(N D K²).
+    """
+    if weight.dim() != 3:
+        raise ValueError(f"weight must be (M, D, K), got shape {tuple(weight.shape)}")
+    W = weight.detach().double()
+    if centre:
+        W = W - W.mean(dim=-1, keepdim=True)
+    return W @ W.transpose(1, 2)
+
+
 def centred_logits(readout: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     """Return h ↦ readout(h) minus its mean over classes: the logits modulo softmax's shift invariance."""
     def fn(h: Tensor) -> Tensor:

@@ -131,11 +131,12 @@ class BlockScores:
 
 def parameter_eigenpairs(model, m: int, tokens: Tensor, top_k: int, names: Sequence[str] | None = None,
                          state: Mapping[str, Tensor] | None = None,
-                         dtype: torch.dtype = torch.float64) -> dict[str, entk.Eigenpairs]:
-    """Return {parameter: top-k eigenpairs} of model m's per-parameter "pair_mean" kernels (N, N) on tokens (N, T)."""
+                         dtype: torch.dtype = torch.float32) -> dict[str, entk.Eigenpairs]:
+    """Return {parameter: top-k eigenpairs} of model m's per-parameter "pair_mean" kernels (N, N) on tokens (N, T),
+    kernels and eigensolves in ``dtype`` (default float32, as the eNTK authors compute them)."""
     fm = entk.functional_transformer(model, m=m, state=state).to(dtype=dtype, device=tokens.device)
     per_param = entk.kernels(fm, tokens, mode="pair_mean", names=names)
-    return {name: entk.dense_eigenpairs(K, top_k) for name, K in per_param.items()}
+    return {name: entk.dense_eigenpairs(K, top_k, dtype=dtype) for name, K in per_param.items()}
 
 
 def group_eigenpairs(model, m: int, tokens: Tensor, top_k: int, groups: Mapping[str, Sequence[str]],

@@ -21,14 +21,13 @@ from torch import Tensor
 
 from corekit.ace import (
     Core,
-    centred_logits,
     energy_rank,
     extract,
     first_rank,
     frequency_modes,
     linear_ablation_curves,
+    linear_observability,
     necessary_rank,
-    observability,
     shift_operator,
     sufficient_rank,
     unit_circle_fraction,
@@ -70,11 +69,11 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     jitter = (1e-8 if authors else 0.0) if jitter is None else float(jitter)
     centre = (not authors) if centre is None else bool(centre)
     p = model.config.out_vocab
-    with torch.no_grad():
-        h_train, h_test, h_all = (model.residual(x)[:, :, -1] for x in (train_x, test_x, all_x))   # (M, N, D)
-    h_ext = h_test if authors else h_train
-    readout = model.unembed if authors else centred_logits(model.unembed)
-    core = extract(h_ext, observability(readout, h_ext), jitter=jitter)
+    with torch.no_grad():                                    # (M, N, D): the last position of the inputs used
+        h_test = model.residual(test_x, last=1)[:, :, -1]
+        h_ext = h_test if authors else model.residual(train_x, last=1)[:, :, -1]
+        h_all = None if authors else model.residual(all_x, last=1)[:, :, -1]
+    core = extract(h_ext, linear_observability(model.p("W_U"), centre=not authors), jitter=jitter)   # unembed is linear
     if not centre:
         core = Core(basis=core.basis, sigma=core.sigma, mean=torch.zeros_like(core.mean))
     rank = energy_rank(core.sigma, energy_threshold)
@@ -82,7 +81,7 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     def accuracy(h: Tensor) -> Tensor:
         return (model.unembed(h.float()).argmax(-1) == test_y).float().mean(-1)
 
-    D = h_train.shape[-1]
+    D = h_test.shape[-1]
     ranks = list(range(D + 1))
     with torch.no_grad():
         keep, rem = linear_ablation_curves(core, h_test, model.p("W_U"), model.p("b_U"), test_y, ranks)
