@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits  # noqa: PLC0415
 
     from corekit import oracle  # noqa: PLC0415
+    from corekit.runinfo import git_state  # noqa: PLC0415
 
     warnings.filterwarnings("ignore", category=FutureWarning)   # functorch's deprecation notes, from the authors' ntk.py
     torch.set_num_threads(args.threads)
@@ -149,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                       "agree": agreement.pop("agree"), "agreement": agreement, **w.info,
                       "loadavg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
                       "setup_s": round(setup_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
-                      "date": datetime.date.today().isoformat(), "torch": torch.__version__}
+                      "date": datetime.date.today().isoformat(), "torch": torch.__version__,
+                      "corekit": git_state(pw.ROOT)}
             if clone:
                 record["authors_repo"] = pw.NTK_REPO if clone == "ntk" else pw.ACE_REPO
                 record["authors_commit"] = pw.commit(repos[clone])
