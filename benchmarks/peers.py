@@ -18,6 +18,8 @@ Workloads (``benchmarks/peers_workloads.py``):
   (``modular_arithmetic_transformer_v4.ipynb`` cells 11-26, as the oracle runs it) vs
   ``entk_transformer_modular.train_authors`` with the paper profile; agreement: their logged train losses
   through epoch 60 (later, float32 rounding separates the two runs as it separates the authors' run from itself).
+* ``06_training_profile_seeds``: the same for every seed of 06's paper profile (16): the authors' loop once per
+  seed vs the chapter's one ``train_authors`` call, which trains the models batched.
 * ``06_kernels_eig``: the 9 per-parameter pair-mean kernels over all 841 inputs and the top-40 eigenpairs of
   each, on seed 2's weights (their ``empirical_ntk_by_layer`` + ``ntk.eig_decompose`` vs ``parameter_eigenpairs``).
 * ``05_training``: the MLP of 05 (p 29, width 512), 500 full-batch epochs from the same initial weights and
@@ -43,8 +45,8 @@ import os
 import sys
 from pathlib import Path
 
-NAMES = ("06_training", "06_kernels_eig", "05_training", "05_kernel_eig96", "05_top200_eig", "02_ace_analysis",
-         "b1_batched_training", "b4_lanczos")
+NAMES = ("06_training", "06_training_profile_seeds", "06_kernels_eig", "05_training", "05_kernel_eig96", "05_top200_eig",
+         "02_ace_analysis", "b1_batched_training", "b4_lanczos")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

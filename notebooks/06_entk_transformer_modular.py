@@ -100,9 +100,9 @@ print("authors' run on the same seeds:", "results/oracle/06.json, commit " + aut
 # %% [markdown]
 # ## Training
 #
-# Every model is evaluated after every epoch; its parameters are saved after epoch 0 and every
-# `log_every_epochs` epochs after it, where the authors log (their epoch $e$ is our
-# evaluation after $e+1$ epochs); the recipe is `corekit.chapters.entk_transformer_modular.train_authors`.
+# Every model is evaluated and its parameters are saved where the authors log: after epoch 0 and every
+# `log_every_epochs` epochs after it (their epoch $e$ ends after $e+1$ epochs of training), and at the end;
+# the recipe is `corekit.chapters.entk_transformer_modular.train_authors`.
 
 # %%
 run = entk_transformer_modular.train_authors(seeds=all_seeds, epochs=epochs, device=dev, **settings)
@@ -112,8 +112,8 @@ epoch_axis = np.asarray(history.steps) / spe                             # epoch
 test_acc = history.curve("test_acc").numpy()                             # (evaluations, models)
 train_acc = history.curve("train_acc").numpy()
 epoch_loss = np.asarray(history.epoch_train_loss)                        # (epochs, models)
-logged = [e + 1 for e in log_epochs]                                     # our evaluation index of their epoch e
-milestones = [{level: first_step_reaching(log_epochs, test_acc[logged, i], level) for level in (0.5, 0.99)}
+logged_acc = run.after_epochs("test_acc", log_epochs)                    # (logged epochs, models)
+milestones = [{level: first_step_reaching(log_epochs, logged_acc[:, i], level) for level in (0.5, 0.99)}
               for i in range(len(all_seeds))]                            # on the authors' logged epochs
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Training and held-out accuracy of each seed (dotted black: the authors' code on the same seed), with the epochs the paper marks (150 dashed, 1900 dotted).", "name": "fig-06-training"}}
@@ -452,7 +452,7 @@ for i, seed in enumerate(seeds):
                      paper=PAPER_SEED2[name] if seed == 2 else None, authors=theirs[1] if theirs else None)
     d = dynamics[i]
     tol = max(60, dynamics_every_epochs)
-    test_rise, _ = steepest_rise(dyn_epochs, test_acc[[e + 1 for e in dyn_epochs], i])
+    test_rise, _ = steepest_rise(dyn_epochs, run.after_epochs("test_acc", dyn_epochs)[:, i])
     claims.check("alignment_peak_epoch" + tag, d["t_peak"], between(150 - tol, 150 + tol),
                  statistic=f"seed {seed}: epoch where the derivative of W_U's block alignment with the a + b features "
                            f"peaks (snapshots every {dynamics_every_epochs} epochs; the paper's marker: epoch 150)",

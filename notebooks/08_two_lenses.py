@@ -121,8 +121,8 @@ claims, figures, dev = setup("08_two_lenses", globals())
 # ## The model
 #
 # Chapter 06's training, unchanged (`corekit.chapters.entk_transformer_modular.train_authors`): every model
-# is evaluated after every epoch and its parameters are saved every `dynamics_every_epochs` epochs (and at
-# initialisation).
+# is evaluated where the authors log (every `log_every_epochs` epochs) and its parameters are saved every
+# `dynamics_every_epochs` epochs (and at initialisation).
 
 # %%
 t0 = time.perf_counter()
@@ -135,9 +135,8 @@ task, tokens, model, history, spe = run.task, run.tokens, run.model, run.history
 log_epochs = run.log_epochs
 dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]     # the saved snapshots
 test_acc = history.curve("test_acc").numpy()                             # (evaluations, models)
-train_acc = history.curve("train_acc").numpy()
-logged = [e + 1 for e in log_epochs]
-grok_epoch = [first_step_reaching(log_epochs, test_acc[logged, i], 0.99) for i in range(len(seeds))]
+logged_test, logged_train = run.after_epochs("test_acc", log_epochs), run.after_epochs("train_acc", log_epochs)
+grok_epoch = [first_step_reaching(log_epochs, logged_test[:, i], 0.99) for i in range(len(seeds))]
 print(f"{train_seconds:.0f} s of training for all seeds")
 table([{"seed": seed, "final test accuracy": test_acc[-1, i], "test ≥ 0.99 from epoch": None if g is None else round(g)}
        for i, (seed, g) in enumerate(zip(seeds, grok_epoch))],
@@ -308,10 +307,10 @@ dyn_entk = np.stack([entk for entk, _ in dyn_pairs], 1)                  # (snap
 dyn_lens = np.stack([lens for _, lens in dyn_pairs], 1)                  # (snapshots, models): W_U vs the ACE core
 t_ace = [curves.settling_epoch(dyn_epochs, dyn_rank[:, i]) for i in range(len(seeds))]
 t_entk = [steepest_rise(dyn_epochs, dyn_entk[:, i])[0] for i in range(len(seeds))]
-at_dyn = [e + 1 for e in dyn_epochs]                                     # evaluation index of each snapshot
-t_test = [steepest_rise(dyn_epochs, test_acc[at_dyn, i])[0] for i in range(len(seeds))]   # nulls of the timing claims
-memorised = [first_step_reaching(log_epochs, train_acc[logged, i], 0.99) for i in range(len(seeds))]
-mem_snapshot = [next((j for j, e in enumerate(dyn_epochs) if train_acc[e + 1, i] >= 0.99 > test_acc[e + 1, i]), None)
+dyn_test, dyn_train = run.after_epochs("test_acc", dyn_epochs), run.after_epochs("train_acc", dyn_epochs)
+t_test = [steepest_rise(dyn_epochs, dyn_test[:, i])[0] for i in range(len(seeds))]   # nulls of the timing claims
+memorised = [first_step_reaching(log_epochs, logged_train[:, i], 0.99) for i in range(len(seeds))]
+mem_snapshot = [next((j for j in range(len(dyn_epochs)) if dyn_train[j, i] >= 0.99 > dyn_test[j, i]), None)
                 for i in range(len(seeds))]                              # the memorising checkpoint, if any
 table([{"seed": seed, "eNTK rises fastest": round(t_entk[i]), "core settles": round(t_ace[i]),
         "energy rank": f"{int(dyn_rank[0, i])} → {int(dyn_rank[-1, i])}",

@@ -138,7 +138,8 @@ def test_train_authors_is_the_authors_recipe_written_out():
     spe = -(-len(train_set) // 8)
     history = train_ensemble(model, train_set, test_set, steps=5 * spe, batch_size=8, lr=1e-3, weight_decay=1.0,
                              betas=(0.9, 0.999), drop_last=False, batch_order="loader", loader_eval_every=2,
-                             loss_outputs=P, eval_every=spe, snapshot_steps=[0, spe, 5 * spe], progress=False)
+                             loss_outputs=P, eval_every=None, eval_steps=[spe, 3 * spe, 5 * spe],
+                             snapshot_steps=[0, spe, 5 * spe], progress=False)
     assert run.steps_per_epoch == spe == train.steps_per_epoch(len(train_set), 8, drop_last=False)
     assert run.log_epochs == [0, 2, 4]
     assert torch.equal(run.tokens, tokens)
@@ -146,6 +147,26 @@ def test_train_authors_is_the_authors_recipe_written_out():
     for name, value in model.state_dict().items():
         assert torch.equal(run.model.state_dict()[name], value), name
     assert run.history.epoch_train_loss == history.epoch_train_loss
+    assert run.history.steps == history.steps == [0, spe, 3 * spe, 5 * spe]        # where the authors log, and the end
+    assert run.history.test_acc == history.test_acc
+
+
+def test_after_epochs_reads_the_authors_logged_epochs_of_a_run_evaluated_every_epoch():
+    """after_epochs(e) is the evaluation after e + 1 epochs: the same values as the run evaluated after every epoch
+    (whose trained models are the same bit for bit); an epoch that was not evaluated is a clear error."""
+    kw = dict(d_model=16, n_heads=2, d_mlp=32, batch_size=8, lr=1e-3, log_every_epochs=2)
+    logged = entk_transformer_modular.train_authors(P, [2, 3], 5, **kw)
+    every = entk_transformer_modular.train_authors(P, [2, 3], 5, eval_every_epoch=True, **kw)
+    spe = every.steps_per_epoch
+    assert every.history.steps == [e * spe for e in range(6)]
+    for name in ("test_acc", "train_acc", "test_loss"):
+        per_epoch = every.history.curve(name).numpy()
+        assert np.array_equal(logged.after_epochs(name, [0, 2, 4]), per_epoch[[1, 3, 5]])
+        assert np.array_equal(every.after_epochs(name, [1, 3]), per_epoch[[2, 4]])
+    for name, value in every.model.state_dict().items():
+        assert torch.equal(logged.model.state_dict()[name], value), name
+    with pytest.raises(ValueError, match=r"epochs \[1\] were not evaluated"):
+        logged.after_epochs("test_acc", [1])
 
 
 def test_log_gap_is_the_largest_early_difference():

@@ -228,6 +228,28 @@ def test_training_learns_and_snapshots():
     assert set(hist.snapshots) == {50}
 
 
+def test_evaluating_at_chosen_steps_gives_the_per_step_values_there_and_changes_no_training():
+    """eval_every=None with eval_steps evaluates at 0, those steps, the snapshots and the end, with the values a
+    per-step evaluation has there; the trained parameters and epoch losses are the same bit for bit."""
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.1)
+    train, test = _data(), _data(seed=1)
+    kwargs = dict(steps=25, batch_size=40, drop_last=False, lr=3e-3, batch_order="loader", loader_eval_every=2,
+                  progress=False)
+    every, chosen = BatchedTransformer(cfg, seeds=[0, 1]), BatchedTransformer(cfg, seeds=[0, 1])
+    ref = train_ensemble(every, train, test, eval_every=1, **kwargs)
+    hist = train_ensemble(chosen, train, test, eval_every=None, eval_steps=[3, 7, 9], snapshot_steps=[12], **kwargs)
+    assert hist.steps == [0, 3, 7, 9, 12, 25]
+    for name in ("train_loss", "train_acc", "test_loss", "test_acc"):
+        assert getattr(hist, name) == [getattr(ref, name)[s] for s in hist.steps], name
+    assert hist.epoch_train_loss == ref.epoch_train_loss and sorted(hist.snapshots) == [12]
+    for name, p in every.params.items():
+        assert torch.equal(chosen.params[name], p), name
+    with pytest.raises(ValueError, match="eval_every >= 1 \\(or None\\)"):
+        train_ensemble(chosen, train, steps=1, eval_every=0, progress=False)
+    with pytest.raises(ValueError, match="dense_eval needs a periodic evaluation"):
+        train_ensemble(chosen, train, steps=1, eval_every=None, dense_eval=lambda h: False, progress=False)
+
+
 def test_bad_training_arguments():
     with pytest.raises(ValueError, match="one per model"):
         train_ensemble(BatchedTransformer(CFG, [0, 1]), _data(), steps=1, lr=[1e-3, 1e-3, 1e-3], progress=False)

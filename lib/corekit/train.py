@@ -300,7 +300,8 @@ def train_ensemble(
     batch_order: str = "seeded",
     loader_eval_every: int | None = None,
     loss_outputs: int | None = None,
-    eval_every: int = 100,
+    eval_every: int | None = 100,
+    eval_steps: Sequence[int] = (),
     eval_train_size: int = 2048,
     snapshot_steps: Sequence[int] = (),
     checkpoint_dir: str | os.PathLike | None = None,
@@ -321,7 +322,8 @@ def train_ensemble(
     (:meth:`~corekit.models.BatchedTransformer.init_generators`), batch for batch; ``loader_eval_every`` E adds what
     the eNTK authors' logging takes from that generator after every epoch e with e % E == 0 (a pass over an
     unshuffled test loader, one draw, and over the shuffled train loader, two). ``loss_outputs`` trains and
-    evaluates on the first logits only. ``lr`` and ``weight_decay``
+    evaluates on the first logits only. The models are evaluated at step 0, every ``eval_every`` steps (None: never on
+    a period), at each of ``eval_steps`` and ``snapshot_steps`` and at the end. ``lr`` and ``weight_decay``
     are one number or one per model. ``optimizer_reset`` {step: flags} gives the flagged models a fresh
     AdamW state (zero moments, step count 0) just before the update at that step, as when a branch
     forked at that step starts a new optimizer.
@@ -347,10 +349,12 @@ def train_ensemble(
                                           or loader_eval_every < 1):
         raise ValueError(f'loader_eval_every must be a positive integer, with batch_order="loader"; got '
                          f"{loader_eval_every!r} with batch_order={batch_order!r}")
-    if steps < 0 or batch_size < 1 or eval_every < 1 or checkpoint_every < 1:
-        raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 and checkpoint_every >= 1 required; "
+    if steps < 0 or batch_size < 1 or (eval_every is not None and eval_every < 1) or checkpoint_every < 1:
+        raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 (or None) and checkpoint_every >= 1 required; "
                          f"got steps={steps}, batch_size={batch_size}, eval_every={eval_every}, "
                          f"checkpoint_every={checkpoint_every}")
+    if dense_eval is not None and eval_every is None:
+        raise ValueError("dense_eval needs a periodic evaluation: eval_every must be a positive integer, got None")
     if dense_eval is not None and checkpoint_every % eval_every:
         raise ValueError(f"with dense_eval, checkpoint_every ({checkpoint_every}) must be a multiple of eval_every "
                          f"({eval_every}): a checkpoint is then never inside a window that may be retraced")
@@ -361,6 +365,7 @@ def train_ensemble(
     resets = _reset_schedule(optimizer_reset, M)
     history, step = History(), 0
     snapshot_steps = set(int(s) for s in snapshot_steps)
+    eval_steps = set(int(s) for s in eval_steps)
 
     ckpt = Path(checkpoint_dir).expanduser().resolve() / "last.pt" if checkpoint_dir is not None else None
     key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
@@ -370,7 +375,8 @@ def train_ensemble(
                    **({"batch_order": batch_order, "loader_eval_every": loader_eval_every}
                       if batch_order != "seeded" else {}),
                    **({"loss_outputs": loss_outputs} if loss_outputs is not None else {}),
-                   **({"dense_eval": True} if dense_eval is not None else {}))
+                   **({"dense_eval": True} if dense_eval is not None else {}),
+                   **({"eval_steps": sorted(eval_steps)} if eval_steps else {}))
     state = load_checkpoint(ckpt, device) if ckpt is not None else None
     if state is not None and state["key"] == key and state["step"] <= steps:
         model.load_state_dict(state["model"])
@@ -457,7 +463,8 @@ def train_ensemble(
                 history.epoch_train_loss.append(torch.stack(epoch_losses).mean(0).tolist())
                 epoch_losses = []
         bar.update(1)
-        if step % eval_every == 0 or step == steps or step in snapshot_steps or dense:
+        periodic = eval_every is not None and step % eval_every == 0
+        if periodic or step == steps or step in snapshot_steps or step in eval_steps or dense:
             record()
             if test is not None:
                 bar.set_postfix(test_acc=f"{min(history.test_acc[-1]):.3f}–{max(history.test_acc[-1]):.3f}")
