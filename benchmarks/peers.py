@@ -23,8 +23,8 @@ Workloads (``benchmarks/peers_workloads.py``):
 * ``06_kernels_eig``: the 9 per-parameter pair-mean kernels over all 841 inputs and the top-40 eigenpairs of
   each, on seed 2's weights (their ``empirical_ntk_by_layer`` + ``ntk.eig_decompose`` vs ``parameter_eigenpairs``).
 * ``05_training``: the MLP of 05 (p 29, width 512), 500 full-batch epochs from the same initial weights and
-  split: their ``ma.train``/``ma.test`` loop vs ``train_mse`` with the paper profile (plus ``ours_matched``, at the
-  authors' logging cadence).
+  split: their ``ma.train``/``ma.test`` loop vs ``entk_mlp_modular.train_onehot_mse`` with the paper profile (plus
+  ``ours_matched``, at the authors' logging cadence).
 * ``05_kernel_eig96``: the class-mean kernel of the trained MLP on the first 96 inputs and its eigenpairs
   (their ``empirical_ntk_by_layer`` + ``eig_decompose`` vs ``mlp_spectrum``).
 * ``05_top200_eig``: top-200 eigenpairs of the full 841 × 841 kernel (``eig_decompose`` vs ``entk.top_eigenpairs``).

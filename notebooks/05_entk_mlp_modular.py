@@ -68,13 +68,12 @@ import torch
 
 from corekit import entk, fourier, subspaces
 from corekit.chapters.entk_mlp_modular import alignment_dynamics, cliff_alignments, initial_cliffs, mlp_spectrum
-from corekit.chapters.entk_mlp_modular import random_block_q99
+from corekit.chapters.entk_mlp_modular import random_block_q99, train_onehot_mse
 from corekit.models import BatchedQuadraticMLP
 from corekit.plots import panel_grid
 from corekit.runs.session import setup
 from corekit.tables import table
 from corekit.tasks.modular import modular_addition
-from corekit.train import train_mse
 
 claims, figures, dev = setup("05_entk_mlp_modular", globals())
 n_cliff = 4 * (p // 2)                          # expected size of each cliff
@@ -83,7 +82,10 @@ n_eig = max(top_k, 2 * n_cliff + 2)            # both cliffs and the eigenvalue 
 # %% [markdown]
 # ## Training
 #
-# Full batch: one AdamW step per epoch on the training pairs. The parameters are saved at every
+# Full batch: one AdamW step per epoch on the training pairs. An input is the one-hot code of $(a, b)$, so its
+# first layer is the sum of two rows of $W_1$: `train_onehot_mse` gathers those rows and scatters the gradient back
+# to them instead of multiplying by zeros (the same AdamW steps as autograd's, up to the order of float sums;
+# tested against `train_mse` in float64). The parameters are saved at every
 # evaluation (every `eval_every` epochs); the snapshots whose kernels we study at the end are chosen
 # from these after training, once the test-accuracy curve ({numref}`fig-05-training`) shows when the
 # network generalises.
@@ -93,9 +95,9 @@ task = modular_addition(p, train_frac, data_seed)
 X = task.one_hot().to(dev)                                              # (p², 2p), row a·p + b
 labels = task.labels.to(dev)
 model = BatchedQuadraticMLP(2 * p, width, p, seeds=[seed]).to(dev)
-history = train_mse(model, X[task.train_idx], labels[task.train_idx], X[task.test_idx], labels[task.test_idx],
-                    steps=epochs, lr=lr, weight_decay=weight_decay, betas=tuple(betas), eval_every=eval_every,
-                    snapshot_steps=range(0, epochs + 1, eval_every), progress=False)
+history = train_onehot_mse(model, X[task.train_idx], labels[task.train_idx], X[task.test_idx], labels[task.test_idx],
+                           steps=epochs, lr=lr, weight_decay=weight_decay, betas=tuple(betas), eval_every=eval_every,
+                           snapshot_steps=range(0, epochs + 1, eval_every), progress=False)
 test_acc = history.curve("test_acc")[:, 0].numpy()
 train_acc = history.curve("train_acc")[:, 0].numpy()
 print(f"final train accuracy {train_acc[-1]:.4f}, test accuracy {test_acc[-1]:.4f}")

@@ -141,3 +141,60 @@ def test_alignment_dynamics_against_reference(setup):
     assert dyn.t_grok == steps[np.argmax(np.gradient(test_acc, steps))]
     assert dyn.t_peak == steepest_rise(dyn.epochs, dyn.sd)[0]
     assert dyn.t_peak_ab == steepest_rise(dyn.epochs, dyn.ab)[0]
+
+
+def test_onehot_trainer_follows_autograd_training_in_float64():
+    """train_onehot_mse's hand-derived gradients against autograd through the model's own forward (train_mse), fp64:
+    three models with their own learning rates and decays, the same parameters, curves and snapshots."""
+    task = modular_addition(7, 0.6, seed=1)
+    x, y = task.one_hot().double(), task.labels
+    kwargs = dict(steps=25, lr=[0.05, 0.01, 0.02], weight_decay=[0.01, 0.0, 1.0], eval_every=4, snapshot_steps=[0, 9],
+                  progress=False)
+    runs = []
+    for train in (train_mse, ch.train_onehot_mse):
+        model = BatchedQuadraticMLP(14, 16, 7, seeds=[0, 3, 4]).double()
+        history = train(model, x[task.train_idx], y[task.train_idx], x[task.test_idx], y[task.test_idx], **kwargs)
+        runs.append((model, history))
+    (ref, h_ref), (fast, h_fast) = runs
+    for name in ("W_1", "W_2"):
+        torch.testing.assert_close(fast.p(name), ref.p(name), rtol=1e-10, atol=1e-12)
+    assert h_fast.steps == h_ref.steps == [0, 4, 8, 9, 12, 16, 20, 24, 25]
+    for curve in ("train_loss", "test_loss", "train_acc", "test_acc"):
+        np.testing.assert_allclose(getattr(h_fast, curve), getattr(h_ref, curve), rtol=1e-10, atol=1e-14)
+    assert sorted(h_fast.snapshots) == [0, 9]
+    torch.testing.assert_close(h_fast.snapshots[9]["params.W_1"], h_ref.snapshots[9]["params.W_1"], rtol=1e-10,
+                               atol=1e-12)
+    assert fast.training is False and float(h_fast.train_loss[-1][0]) < float(h_fast.train_loss[0][0])
+
+
+def test_onehot_trainer_in_float32_stays_within_rounding_of_autograd():
+    """float32: only the order of sums differs from train_mse, so the loss curves agree to float32 rounding grown over
+    the run (1e-4 relative over 200 steps at lr 0.05; a wrong gradient moves them by 1e-2 or more)."""
+    task = modular_addition(11, 0.7, seed=0)
+    x, y = task.one_hot(), task.labels
+    curves = []
+    for train in (train_mse, ch.train_onehot_mse):
+        model = BatchedQuadraticMLP(22, 64, 11, seeds=[2])
+        curves.append(train(model, x[task.train_idx], y[task.train_idx], x[task.test_idx], y[task.test_idx],
+                            steps=200, lr=0.05, weight_decay=0.01, eval_every=10, progress=False).curve("train_loss"))
+    np.testing.assert_allclose(curves[1], curves[0], rtol=1e-4)
+    assert float(curves[0][-1, 0]) < 0.5 * float(curves[0][0, 0])          # it trained
+
+
+def test_onehot_trainer_names_the_input_it_cannot_take():
+    model = BatchedQuadraticMLP(10, 4, 5, seeds=[0])
+    x = modular_addition(5, 0.6, seed=0).one_hot()
+    labels = torch.zeros(len(x), dtype=torch.long)
+    with pytest.raises(ValueError, match="x must be .* entries 0 or 1"):
+        ch.train_onehot_mse(model, x * 0.5, labels, steps=1, progress=False)
+    ragged = x.clone()
+    ragged[0, 0] = 1 - ragged[0, 0]
+    with pytest.raises(ValueError, match="every row of x must hold the same positive number of ones"):
+        ch.train_onehot_mse(model, ragged, labels, steps=1, progress=False)
+    with pytest.raises(ValueError, match="x_test must be"):
+        ch.train_onehot_mse(model, x, labels, torch.full((3, 10), 2.0), labels[:3], steps=1, progress=False)
+    with pytest.raises(ValueError, match=r"x must be \(N, 10\) and labels \(N,\)"):
+        ch.train_onehot_mse(model, x, labels[:-1], steps=1, progress=False)
+    with pytest.raises(ValueError, match="eval_every >= 1"):
+        ch.train_onehot_mse(model, x, labels, steps=1, eval_every=0, progress=False)
+    np.testing.assert_array_equal(ch.onehot_columns(x), np.argwhere(x.numpy() == 1)[:, 1].reshape(len(x), 2))

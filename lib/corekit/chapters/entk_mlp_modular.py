@@ -7,21 +7,127 @@ gives its top eigenpairs, for the model's current parameters or a saved state. C
 scores them against the Fourier features of a, b and of a ± b; :func:`initial_cliffs` (the kernel at a saved
 state) and :func:`random_block_q99` (random orthonormal blocks) are the claims' nulls; :func:`alignment_dynamics`
 follows the alignments over parameter snapshots and times their rise against the test accuracy's.
+:func:`train_onehot_mse` trains the MLP as :func:`~corekit.train.train_mse` does, with gradients derived by hand for
+one-hot inputs (the first layer gathered and scattered by index, not multiplied).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+from tqdm import tqdm
 
 from corekit import entk, subspaces
 from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule, steepest_rise
 from corekit.entk import Eigenpairs
 from corekit.models import BatchedQuadraticMLP
-from corekit.train import History
+from corekit.train import BatchedAdamW, History, _per_model
+
+
+def onehot_columns(x: Tensor, name: str = "x") -> Tensor:
+    """Return the columns of the ones (N, k) of x (N, d_in), each row k ones (ascending columns) and zeros elsewhere."""
+    ones = x == 1
+    if x.dim() != 2 or not bool((ones | (x == 0)).all()):
+        raise ValueError(f"{name} must be (N, d_in) with entries 0 or 1 (one-hot encoded tuples, e.g. "
+                         f"modular_addition(...).one_hot()), got shape {tuple(x.shape)}")
+    counts = ones.sum(1)
+    if len(x) == 0 or int(counts[0]) == 0 or not bool((counts == counts[0]).all()):
+        raise ValueError(f"every row of {name} must hold the same positive number of ones, got counts "
+                         f"{sorted(set(counts.tolist()))}")
+    return ones.nonzero()[:, 1].view(len(x), int(counts[0]))
+
+
+def _onehot_forward(model: BatchedQuadraticMLP, cols: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Return the scaled pre-activations s = x W_1 / √d_in, the activations h = s² (M, N, width) and the outputs
+    h W_2 / width (M, N, C) of ``model`` at the one-hot inputs whose ones sit at ``cols`` (N, k).
+
+    x W_1 is the sum of the rows ``cols`` of W_1 (one ``embedding_bag`` over the M models' stacked rows); h W_2 is
+    formed as (W_2ᵀ hᵀ)ᵀ, which BLAS does 1.6× faster than h W_2 at C = 29.
+    """
+    W_1, W_2 = model.params["W_1"], model.params["W_2"]
+    M, d_in, width = W_1.shape
+    rows = (cols + d_in * torch.arange(M, device=cols.device).view(M, 1, 1)).flatten(0, 1)        # (M·N, k)
+    s = F.embedding_bag(rows, W_1.view(M * d_in, width), mode="sum").view(M, len(cols), width)
+    s = s.div_(math.sqrt(d_in))
+    h = s.square()
+    return s, h, torch.bmm(W_2.mT, h.mT).mT.div_(width)
+
+
+def _mse_accuracy(out: Tensor, target: Tensor, labels: Tensor) -> tuple[list[float], list[float]]:
+    """Return per-model MSE and argmax accuracy (M,) of out (M, N, C) as lists."""
+    return ((out - target).square().mean(dim=(1, 2)).tolist(),
+            (out.argmax(-1) == labels).float().mean(-1).tolist())
+
+
+@torch.no_grad()
+def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_test: Tensor | None = None,
+                     labels_test: Tensor | None = None, *, steps: int, lr: float | Sequence[float] = 1e-3,
+                     weight_decay: float | Sequence[float] = 0.0, betas: tuple[float, float] = (0.9, 0.999),
+                     eval_every: int = 10, snapshot_steps: Sequence[int] = (), progress: bool = True) -> History:
+    """Return the :class:`~corekit.train.History` of :func:`~corekit.train.train_mse` (same arguments, same steps) for
+    one-hot inputs x (N, d_in), with the MSE gradients derived by hand: x W_1 gathers rows of W_1 and ∂L/∂W_1
+    scatters the pre-activation gradient back to them (``index_add_``), which skips the products with zeros.
+
+    The same AdamW (:class:`~corekit.train.BatchedAdamW`), evaluation and snapshots as ``train_mse``; the values
+    differ from its autograd run only by the order of float sums.
+    """
+    M, device = model.n_models, model.params["W_1"].device
+    if steps < 0 or eval_every < 1:
+        raise ValueError(f"steps >= 0 and eval_every >= 1 required, got steps={steps}, eval_every={eval_every}")
+    if x.dim() != 2 or x.shape[-1] != model.d_in or labels.shape != (x.shape[0],):
+        raise ValueError(f"x must be (N, {model.d_in}) and labels (N,), got {tuple(x.shape)} and {tuple(labels.shape)}")
+    cols, labels = onehot_columns(x.to(device)), labels.to(device)
+    target = F.one_hot(labels, model.d_out).to(model.params["W_1"].dtype)
+    if x_test is not None:
+        cols_test, labels_test = onehot_columns(x_test.to(device), "x_test"), labels_test.to(device)
+        target_test = F.one_hot(labels_test, model.d_out).to(target.dtype)
+    W_1, W_2 = model.params["W_1"], model.params["W_2"]
+    W_1.grad, W_2.grad = torch.zeros_like(W_1), torch.zeros_like(W_2)
+    opt = BatchedAdamW([W_1, W_2], _per_model(lr, M, "lr", device), _per_model(weight_decay, M, "weight_decay", device),
+                       betas=betas)
+    history, snapshot_steps = History(), set(int(s) for s in snapshot_steps)
+    grad_scale = 2.0 / (target.numel() * model.width)            # ∂(mean of squares)/∂out, then out's 1/width
+    act_scale = 2.0 / math.sqrt(model.d_in)                      # ∂s²/∂s, then s's 1/√d_in
+
+    def record(step: int) -> None:
+        history.steps.append(step)
+        if x_test is not None:
+            loss, acc = _mse_accuracy(_onehot_forward(model, cols_test)[2], target_test, labels_test)
+            history.test_loss.append(loss)
+            history.test_acc.append(acc)
+        if step in snapshot_steps:
+            history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+    model.train()
+    record(0)
+    pending = True                       # the training metrics of the last recorded step are still to come
+    for step in tqdm(range(1, steps + 1), desc=f"training {M} model(s)", disable=not progress, mininterval=1.0):
+        s, h, out = _onehot_forward(model, cols)                 # (M, N, width) twice, (M, N, C)
+        if pending:
+            loss, acc = _mse_accuracy(out, target, labels)
+            history.train_loss.append(loss)
+            history.train_acc.append(acc)
+        g = (out - target).mul_(grad_scale)                      # ∂L/∂(h W_2) (M, N, C)
+        W_2.grad.copy_(torch.bmm(g.mT, h).mT)                    # (gᵀ h)ᵀ: 2.2× faster than hᵀ g at C = 29
+        ds = torch.bmm(g, W_2.mT).mul_(s).mul_(act_scale)        # ∂L/∂(x W_1) (M, N, width)
+        W_1.grad.zero_()
+        for j in range(cols.shape[1]):
+            W_1.grad.index_add_(1, cols[:, j], ds)
+        opt.step()
+        pending = step % eval_every == 0 or step == steps or step in snapshot_steps
+        if pending:
+            record(step)
+    if pending:
+        loss, acc = _mse_accuracy(_onehot_forward(model, cols)[2], target, labels)
+        history.train_loss.append(loss)
+        history.train_acc.append(acc)
+    model.eval()
+    return history
 
 
 def mlp_spectrum(model: BatchedQuadraticMLP, X: Tensor, k: int, state: Mapping[str, Tensor] | None = None,
