@@ -198,3 +198,15 @@ def test_onehot_trainer_names_the_input_it_cannot_take():
     with pytest.raises(ValueError, match="eval_every >= 1"):
         ch.train_onehot_mse(model, x, labels, steps=1, eval_every=0, progress=False)
     np.testing.assert_array_equal(ch.onehot_columns(x), np.argwhere(x.numpy() == 1)[:, 1].reshape(len(x), 2))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_spectrum_of_a_state_saved_on_the_cpu_is_computed_beside_the_inputs_on_the_gpu():
+    """The chapter's call on a GPU: the model and X on CUDA, the snapshot (history.snapshots) on the CPU."""
+    task = modular_addition(P, 0.6, seed=0)
+    model = BatchedQuadraticMLP(2 * P, WIDTH, P, seeds=[0])
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    on_cpu = ch.mlp_spectrum(model, task.one_hot(), 6, state=state)
+    on_gpu = ch.mlp_spectrum(model.cuda(), task.one_hot().cuda(), 6, state=state)
+    assert on_gpu.values.device.type == "cuda"
+    torch.testing.assert_close(on_gpu.values.cpu(), on_cpu.values, rtol=1e-9, atol=1e-12)

@@ -133,8 +133,9 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
 def mlp_spectrum(model: BatchedQuadraticMLP, X: Tensor, k: int, state: Mapping[str, Tensor] | None = None,
                  dtype: torch.dtype = torch.float64, device=None) -> Eigenpairs:
     """Return the top-``k`` eigenpairs (vectors (N, k)) of the class-averaged eNTK (N, N) of ``model`` (or of its saved
-    ``state``) on the inputs X (N, 2p), summed over W_1 and W_2, computed in ``dtype`` (on ``device``)."""
-    fm = entk.functional_mlp(model, state=state).to(dtype, device)
+    ``state``) on the inputs X (N, 2p), summed over W_1 and W_2, computed in ``dtype`` on ``device`` (default: X's, also
+    for a ``state`` saved on another device)."""
+    fm = entk.functional_mlp(model, state=state).to(dtype, X.device if device is None else device)
     per_layer = entk.kernels(fm, X.to(dtype), mode="class_mean")             # {"W_1": (N, N), "W_2": (N, N)}
     return entk.top_eigenpairs(entk.total(per_layer), k)
 
