@@ -210,3 +210,16 @@ def test_spectrum_of_a_state_saved_on_the_cpu_is_computed_beside_the_inputs_on_t
     on_gpu = ch.mlp_spectrum(model.cuda(), task.one_hot().cuda(), 6, state=state)
     assert on_gpu.values.device.type == "cuda"
     torch.testing.assert_close(on_gpu.values.cpu(), on_cpu.values, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_onehot_trainer_repeats_a_seed_on_the_gpu_and_follows_autograd_there():
+    task = modular_addition(11, 0.7, seed=0)
+    x, y = task.one_hot().cuda(), task.labels.cuda()
+    runs = []
+    for train in (ch.train_onehot_mse, ch.train_onehot_mse, train_mse):
+        model = BatchedQuadraticMLP(22, 64, 11, seeds=[2, 5]).cuda()
+        train(model, x[task.train_idx], y[task.train_idx], steps=50, lr=0.05, weight_decay=0.01, progress=False)
+        runs.append(model.p("W_1").detach())
+    assert torch.equal(runs[0], runs[1])
+    torch.testing.assert_close(runs[0], runs[2], rtol=1e-4, atol=1e-5)

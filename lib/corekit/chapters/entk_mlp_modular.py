@@ -71,7 +71,9 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
                      eval_every: int = 10, snapshot_steps: Sequence[int] = (), progress: bool = True) -> History:
     """Return the :class:`~corekit.train.History` of :func:`~corekit.train.train_mse` (same arguments, same steps) for
     one-hot inputs x (N, d_in), with the MSE gradients derived by hand: x W_1 gathers rows of W_1 and ∂L/∂W_1
-    scatters the pre-activation gradient back to them (``index_add_``), which skips the products with zeros.
+    scatters the pre-activation gradient back to them (``index_add_``, sequential on the CPU), which skips the products
+    with zeros. On a GPU, where ``index_add_`` adds in no fixed order, ∂L/∂W_1 is the product xᵀ ∂L/∂(x W_1) instead,
+    so that a seed repeats its run there too.
 
     The same AdamW (:class:`~corekit.train.BatchedAdamW`), evaluation and snapshots as ``train_mse``; the values
     differ from its autograd run only by the order of float sums.
@@ -81,7 +83,8 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
         raise ValueError(f"steps >= 0 and eval_every >= 1 required, got steps={steps}, eval_every={eval_every}")
     if x.dim() != 2 or x.shape[-1] != model.d_in or labels.shape != (x.shape[0],):
         raise ValueError(f"x must be (N, {model.d_in}) and labels (N,), got {tuple(x.shape)} and {tuple(labels.shape)}")
-    cols, labels = onehot_columns(x.to(device)), labels.to(device)
+    x, labels = x.to(device), labels.to(device)
+    cols = onehot_columns(x)
     target = F.one_hot(labels, model.d_out).to(model.params["W_1"].dtype)
     if x_test is not None:
         cols_test, labels_test = onehot_columns(x_test.to(device), "x_test"), labels_test.to(device)
@@ -115,9 +118,12 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
         g = (out - target).mul_(grad_scale)                      # ∂L/∂(h W_2) (M, N, C)
         W_2.grad.copy_(torch.bmm(g.mT, h).mT)                    # (gᵀ h)ᵀ: 2.2× faster than hᵀ g at C = 29
         ds = torch.bmm(g, W_2.mT).mul_(s).mul_(act_scale)        # ∂L/∂(x W_1) (M, N, width)
-        W_1.grad.zero_()
-        for j in range(cols.shape[1]):
-            W_1.grad.index_add_(1, cols[:, j], ds)
+        if device.type == "cpu":
+            W_1.grad.zero_()
+            for j in range(cols.shape[1]):
+                W_1.grad.index_add_(1, cols[:, j], ds)
+        else:
+            torch.matmul(x.to(ds.dtype).mT, ds, out=W_1.grad)
         opt.step()
         pending = step % eval_every == 0 or step == steps or step in snapshot_steps
         if pending:
