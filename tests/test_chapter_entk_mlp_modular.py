@@ -197,6 +197,8 @@ def test_onehot_trainer_names_the_input_it_cannot_take():
         ch.train_onehot_mse(model, x, labels[:-1], steps=1, progress=False)
     with pytest.raises(ValueError, match="eval_every >= 1"):
         ch.train_onehot_mse(model, x, labels, steps=1, eval_every=0, progress=False)
+    with pytest.raises(ValueError, match=r"lr must be a number or a list of 1 numbers \(one per model\), got \[0.1, 0.2\]"):
+        ch.train_onehot_mse(model, x, labels, steps=1, lr=[0.1, 0.2], progress=False)
     np.testing.assert_array_equal(ch.onehot_columns(x), np.argwhere(x.numpy() == 1)[:, 1].reshape(len(x), 2))
 
 

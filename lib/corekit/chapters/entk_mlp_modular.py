@@ -26,7 +26,7 @@ from corekit import entk, subspaces
 from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule, steepest_rise
 from corekit.entk import Eigenpairs
 from corekit.models import BatchedQuadraticMLP
-from corekit.train import BatchedAdamW, History, _per_model
+from corekit.train import BatchedAdamW, History
 
 
 def onehot_columns(x: Tensor, name: str = "x") -> Tensor:
@@ -91,7 +91,12 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
         target_test = F.one_hot(labels_test, model.d_out).to(target.dtype)
     W_1, W_2 = model.params["W_1"], model.params["W_2"]
     W_1.grad, W_2.grad = torch.zeros_like(W_1), torch.zeros_like(W_2)
-    opt = BatchedAdamW([W_1, W_2], _per_model(lr, M, "lr", device), _per_model(weight_decay, M, "weight_decay", device),
+    per_model = {}                                               # lr and weight_decay (M,), as train_mse takes them
+    for name, value in (("lr", lr), ("weight_decay", weight_decay)):
+        per_model[name] = torch.as_tensor(value, dtype=torch.float32, device=device).flatten()
+        if per_model[name].numel() not in (1, M):
+            raise ValueError(f"{name} must be a number or a list of {M} numbers (one per model), got {value!r}")
+    opt = BatchedAdamW([W_1, W_2], per_model["lr"].expand(M).clone(), per_model["weight_decay"].expand(M).clone(),
                        betas=betas)
     history, snapshot_steps = History(), set(int(s) for s in snapshot_steps)
     grad_scale = 2.0 / (target.numel() * model.width)            # ∂(mean of squares)/∂out, then out's 1/width
