@@ -193,7 +193,9 @@ def test_onehot_trainer_names_the_input_it_cannot_take():
         ch.train_onehot_mse(model, ragged, labels, steps=1, progress=False)
     with pytest.raises(ValueError, match="x_test must be"):
         ch.train_onehot_mse(model, x, labels, torch.full((3, 10), 2.0), labels[:3], steps=1, progress=False)
-    with pytest.raises(ValueError, match=r"x must be \(N, 10\) and labels \(N,\)"):
+    with pytest.raises(ValueError, match=r"x_test must be \(N, 10\) and its labels \(N,\)"):
+        ch.train_onehot_mse(model, x, labels, torch.cat([x, x], 1), labels, steps=1, progress=False)
+    with pytest.raises(ValueError, match=r"x must be \(N, 10\) and its labels \(N,\)"):
         ch.train_onehot_mse(model, x, labels[:-1], steps=1, progress=False)
     with pytest.raises(ValueError, match="eval_every >= 1"):
         ch.train_onehot_mse(model, x, labels, steps=1, eval_every=0, progress=False)
@@ -225,3 +227,20 @@ def test_onehot_trainer_repeats_a_seed_on_the_gpu_and_follows_autograd_there():
         runs.append(model.p("W_1").detach())
     assert torch.equal(runs[0], runs[1])
     torch.testing.assert_close(runs[0], runs[2], rtol=1e-4, atol=1e-5)
+
+
+def test_onehot_trainer_trains_each_model_of_a_stack_as_it_trains_alone():
+    """Three different models stacked (their own seeds, learning rates and decays) against each trained alone, in
+    float64: the threads split a stacked product otherwise than a lone one, and AdamW carries that float32 rounding."""
+    task = modular_addition(7, 0.6, seed=2)
+    x, y = task.one_hot().double(), task.labels
+    seeds, lrs, decays = [1, 4, 9], [0.05, 0.01, 0.02], [0.01, 0.0, 1.0]
+    args = (x[task.train_idx], y[task.train_idx], x[task.test_idx], y[task.test_idx])
+    stack = BatchedQuadraticMLP(14, 16, 7, seeds=seeds).double()
+    h_stack = ch.train_onehot_mse(stack, *args, steps=30, lr=lrs, weight_decay=decays, eval_every=7, progress=False)
+    for m, (seed, lr, decay) in enumerate(zip(seeds, lrs, decays)):
+        alone = BatchedQuadraticMLP(14, 16, 7, seeds=[seed]).double()
+        h_alone = ch.train_onehot_mse(alone, *args, steps=30, lr=lr, weight_decay=decay, eval_every=7, progress=False)
+        for name in ("W_1", "W_2"):
+            torch.testing.assert_close(stack.p(name)[m], alone.p(name)[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(h_stack.test_loss)[:, m], np.asarray(h_alone.test_loss)[:, 0], rtol=1e-10)

@@ -81,10 +81,13 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
     M, device = model.n_models, model.params["W_1"].device
     if steps < 0 or eval_every < 1:
         raise ValueError(f"steps >= 0 and eval_every >= 1 required, got steps={steps}, eval_every={eval_every}")
-    if x.dim() != 2 or x.shape[-1] != model.d_in or labels.shape != (x.shape[0],):
-        raise ValueError(f"x must be (N, {model.d_in}) and labels (N,), got {tuple(x.shape)} and {tuple(labels.shape)}")
+    for name, (xs, ys) in {"x": (x, labels), "x_test": (x_test, labels_test)}.items():
+        if xs is not None and (xs.dim() != 2 or xs.shape[-1] != model.d_in or ys is None or ys.shape != xs.shape[:1]):
+            raise ValueError(f"{name} must be (N, {model.d_in}) and its labels (N,), got {tuple(xs.shape)} and "
+                             f"{None if ys is None else tuple(ys.shape)}")
     x, labels = x.to(device), labels.to(device)
     cols = onehot_columns(x)
+    x_t = x.to(model.params["W_1"].dtype).mT if device.type != "cpu" else None     # (d_in, N): ∂L/∂W_1 on a GPU
     target = F.one_hot(labels, model.d_out).to(model.params["W_1"].dtype)
     if x_test is not None:
         cols_test, labels_test = onehot_columns(x_test.to(device), "x_test"), labels_test.to(device)
@@ -128,7 +131,7 @@ def train_onehot_mse(model: BatchedQuadraticMLP, x: Tensor, labels: Tensor, x_te
             for j in range(cols.shape[1]):
                 W_1.grad.index_add_(1, cols[:, j], ds)
         else:
-            torch.matmul(x.to(ds.dtype).mT, ds, out=W_1.grad)
+            torch.matmul(x_t, ds, out=W_1.grad)
         opt.step()
         pending = step % eval_every == 0 or step == steps or step in snapshot_steps
         if pending:
