@@ -174,6 +174,38 @@ def test_log_gap_is_the_largest_early_difference():
     log = {"epoch": [0, 2, 4, 5], "train_loss": [1.1, 0.75, 0.0, 9.0]}     # epoch 5 lies past ``through_epoch``
     assert entk_transformer_modular.log_gap(epoch_loss, log, through_epoch=4) == pytest.approx(max(0.1, 0.05, 0.6))
     assert entk_transformer_modular.log_gap(epoch_loss, log, through_epoch=0) == pytest.approx(0.1)
+    assert entk_transformer_modular.log_gap(epoch_loss[:5], log, through_epoch=4) == pytest.approx(0.6)  # a short run
+
+
+def test_train_authors_in_float64_is_the_float32_draw_trained_in_float64():
+    """dtype=float64 trains the float32 run's initial weights, converted exactly, by the same recipe in float64; its
+    losses stay within float32 rounding of the float32 run's over the first epochs; another dtype is refused."""
+    kw = dict(d_model=16, n_heads=2, d_mlp=32, batch_size=8, lr=1e-3, log_every_epochs=2)
+    run32 = entk_transformer_modular.train_authors(P, [2, 3], 3, **kw)
+    run64 = entk_transformer_modular.train_authors(P, [2, 3], 3, dtype=torch.float64, **kw)
+    for name, value in run64.history.snapshots[0].items():
+        assert value.dtype == torch.float64 and torch.equal(value, run32.history.snapshots[0][name].double()), name
+    assert all(v.dtype == torch.float64 for v in run64.model.parameters())
+    loss32, loss64 = np.asarray(run32.history.epoch_train_loss), np.asarray(run64.history.epoch_train_loss)
+    assert loss32.shape == loss64.shape == (3, 2)
+    np.testing.assert_allclose(loss32, loss64, rtol=1e-5)
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        entk_transformer_modular.train_authors(P, [2], 1, dtype=torch.float16, **kw)
+
+
+def test_rounding_horizon_is_the_last_logged_epoch_within_tolerance_of_the_float64_run():
+    exact = np.array([3.0, 2.9, 2.8, 2.7, 2.6, 2.5, 2.4])
+    run = exact + np.array([1e-7, 5e-6, 2e-6, 3e-5, 1e-6, 9e-6, 1e-3])     # epoch 3 (not logged) is off; 6 is off
+    assert entk_transformer_modular.rounding_horizon(run, exact, [0, 2, 4, 5, 6], 1e-5) == 5
+    assert entk_transformer_modular.rounding_horizon(run, exact, [0, 3, 4], 1e-5) == 0      # stops at the first miss
+    assert entk_transformer_modular.rounding_horizon(run, exact, [3, 4], 1e-5) is None
+    assert entk_transformer_modular.rounding_horizon(run, exact, [0, 1, 2, 3, 4, 5, 6], 1.0) == 6
+    with pytest.raises(ValueError, match="tol must be positive"):
+        entk_transformer_modular.rounding_horizon(run, exact, [0], 0.0)
+    with pytest.raises(ValueError, match="epochs must be ascending"):
+        entk_transformer_modular.rounding_horizon(run, exact, [2, 0], 1e-5)
+    with pytest.raises(ValueError, match="exact_loss must be"):
+        entk_transformer_modular.rounding_horizon(run, exact[:3], [0, 4], 1e-5)
 
 
 def test_unembedding_alignment_matches_a_dense_reference_on_each_state():

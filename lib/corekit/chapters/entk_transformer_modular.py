@@ -12,7 +12,8 @@ function is reported beside its scores.
 
 The models are trained by the authors' recipe (:func:`train_authors`: their split, initial draw, batch
 order and AdamW); :func:`matches_authors` says whether a run's settings are theirs (their oracle record,
-``results/oracle/06.json``, applies only then), :func:`log_gap` compares a training log with theirs, and
+``results/oracle/06.json``, applies only then), :func:`log_gap` compares a training log with theirs up to the
+epoch where float32 rounding starts to move a run (:func:`rounding_horizon`, against the run in float64), and
 :func:`unembedding_alignment` follows W_U's leading block against the sum features over saved states.
 """
 from __future__ import annotations
@@ -77,7 +78,7 @@ def train_authors(p: int, seeds: Sequence[int], epochs: int, *, d_model: int = 6
                   betas: Sequence[float] = (0.9, 0.999), batch_size: int = 64, data_seed: int = 0, split: str = "python",
                   init: str = "lin", batch_order: str = "loader", log_every_epochs: int = 20,
                   snapshot_every_epochs: int | None = None, eval_every_epoch: bool = False,
-                  device: str | torch.device = "cpu") -> AuthorsRun:
+                  device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> AuthorsRun:
     """Return the models of ``seeds`` trained together by the authors' recipe for ``epochs`` epochs.
 
     :meth:`corekit.models.TransformerConfig.entk_authors` with the given sizes and ``init``, a batch order with
@@ -85,13 +86,17 @@ def train_authors(p: int, seeds: Sequence[int], epochs: int, *, d_model: int = 6
     the first p outputs, ``drop_last=False``; parameters saved at step 0 and after every logged epoch e with e %
     ``snapshot_every_epochs`` == 0 (None: every logged epoch), under the step (e + 1) · steps_per_epoch. The models
     are evaluated where the authors log (at step 0, after every logged epoch, at the end), or after every epoch with
-    ``eval_every_epoch``; an evaluation changes no draw, so the trained models are the same either way.
+    ``eval_every_epoch``; an evaluation changes no draw, so the trained models are the same either way. ``dtype``
+    float64 trains the same initial weights (drawn in float32) in float64, the reference that shows where float32
+    rounding starts to move the run (:func:`rounding_horizon`).
     """
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     task = modular_addition(p, train_frac, data_seed, split=split)
     tokens = task.tokens()                                               # (p², 3): a, b, "=" (token p)
     train_set, test_set = task.datasets()
     config = TransformerConfig.entk_authors(p, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, init=init)
-    model = BatchedTransformer(config, seeds=list(seeds)).to(device)
+    model = BatchedTransformer(config, seeds=list(seeds)).to(device, dtype)
     spe = train.steps_per_epoch(len(train_set), batch_size, drop_last=False)
     log_epochs = list(range(0, epochs, log_every_epochs))
     every = log_every_epochs if snapshot_every_epochs is None else snapshot_every_epochs
@@ -106,10 +111,31 @@ def train_authors(p: int, seeds: Sequence[int], epochs: int, *, d_model: int = 6
 
 def log_gap(epoch_loss: np.ndarray, log: Mapping[str, Sequence[float]], through_epoch: int = 60) -> float:
     """Return the largest abs(epoch train loss (epochs,) − the authors' logged ``train_loss``) over their logged epochs
-    (``log["epoch"]``) up to ``through_epoch``."""
-    ours = np.asarray(epoch_loss)[np.asarray(log["epoch"])]
+    (``log["epoch"]``) up to ``through_epoch``; ``epoch_loss`` needs only those epochs."""
     early = [j for j, e in enumerate(log["epoch"]) if e <= through_epoch]
-    return float(np.abs(ours[early] - np.asarray(log["train_loss"])[early]).max())
+    ours = np.asarray(epoch_loss)[np.asarray(log["epoch"])[early]]
+    return float(np.abs(ours - np.asarray(log["train_loss"])[early]).max())
+
+
+def rounding_horizon(epoch_loss: np.ndarray, exact_loss: np.ndarray, epochs: Sequence[int], tol: float) -> int | None:
+    """Return the last of ``epochs`` (ascending) up to which the epoch train loss (≥ max(epochs) + 1,) stays within
+    ``tol`` of ``exact_loss``, the same run in float64, at every one of ``epochs``; None when it already does not at
+    the first. Past it, float32 rounding alone moves the run by more than ``tol``."""
+    if not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol!r}")
+    epochs = [int(e) for e in epochs]
+    if not epochs or epochs != sorted(set(epochs)) or epochs[0] < 0:
+        raise ValueError(f"epochs must be ascending distinct epochs >= 0, got {epochs}")
+    for name, loss in (("epoch_loss", epoch_loss), ("exact_loss", exact_loss)):
+        if np.ndim(loss) != 1 or len(loss) <= epochs[-1]:
+            raise ValueError(f"{name} must be (epochs,) with at least {epochs[-1] + 1} epochs, got shape "
+                             f"{np.shape(loss)}")
+    last = None
+    for e in epochs:
+        if not abs(float(epoch_loss[e]) - float(exact_loss[e])) <= tol:
+            break
+        last = e
+    return last
 
 
 def paper_blocks(n_keys: int, top_k: int | None = None) -> list[list[int]]:
