@@ -52,17 +52,16 @@
 # the blocks, none on the embeddings) with a causal mask in both layers, d_model 128, input $[a, b]$,
 # their split (`RandomState(42)`, the first half for training), AdamW lr 1e-3 with default betas,
 # ω = 1, batch 512, 20,001 epochs, and the ω → 0 branch resumed after 901 epochs with a fresh AdamW.
-# The `cpu` profile (`notebooks/params/cpu/02_grokking_cores.yaml`), which the published run uses,
-# keeps all of that and changes only the size, each change measured on 2 cores (the numbers are in
-# the YAML file): $p = 31$ instead of 53 (480 training pairs, one batch an epoch, and all
-# $\lfloor p/2 \rfloor + 1 = 16$ modes fit in $2 \cdot 15 = 30$ dimensions), d_model 64 instead of 128,
-# and a learning rate of 3e-3 instead of 1e-3, so that grokking comes early enough in the 20,001
-# epochs for the inflation question to be asked; its ω → 0 branch forks at epoch 3001, after the
-# grokking this size reaches (the run prints its grokking step under the accuracy figure). The quick defaults (a narrow
-# pre-LayerNorm model with the $[a, b, =]$ input and full-batch steps) only check that every cell runs and every claim is
-# computed within CI minutes; they fork before grokking by design. At p = 31 a fit rank near
-# $p - 1 = 30$ makes the shift fit exact whatever the model does, so the inflation claims come out
-# undecided there, with the reason computed from the run.
+# The `cpu` profile (`notebooks/params/cpu/02_grokking_cores.yaml`) keeps all of that, the paper's
+# $p = 53$, learning rate and fork at epoch 901 included, and changes only the width: d_model 64 and
+# d_mlp 256 instead of 128 and 512 (a probe of this size groks at epochs 600–800, before the fork, as
+# the paper's model does near 800; the numbers are in the YAML file). It trains for about two hours on
+# two cores and checkpoints its training (`checkpoint_dir`), so an interrupted run resumes. The quick
+# defaults (a narrow pre-LayerNorm model with the $[a, b, =]$ input and full-batch steps) only check
+# that every cell runs and every claim is computed within CI minutes; they fork before grokking by
+# design. A fit rank near $p - 1$ makes the shift fit exact whatever the model does; a claim is
+# undecided only for a seed that fails it inside such a regime (the claims below name it), and fails
+# for a seed that fails outside it.
 
 # %% tags=["parameters"]
 p: int = 53  # range: [3, inf); a prime
@@ -94,6 +93,7 @@ energy_threshold: float = 0.99  # range: (0, 1]
 data_seed: int = 0  # range: [0, inf)
 split: str = "torch"  # one of: torch, numpy; corekit's seeded randperm, or the authors' RandomState(data_seed) permutation
 export_checkpoints: str = ""  # path; empty: none; else every checkpoint's weights go there, for scripts/oracle/cores_02.py
+checkpoint_dir: str = ""  # path; empty: none; else the training state is saved there every 1,000 steps and a rerun resumes from it
 device: str = "auto"
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
@@ -140,8 +140,8 @@ checkpoints = grokking_cores.checkpoint_steps(epochs, epoch_steps, fork_epoch, c
 history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=batch_size or None, lr=lr,
                          betas=tuple(betas), weight_decay={0: weight_decay, fork_step: [weight_decay] * S + [0.0] * S},
                          optimizer_reset={fork_step: [False] * S + [True] * S} if reset_optimizer_at_fork else None,
-                         drop_last=drop_last,
-                         eval_every=max(1, steps // 100), snapshot_steps=checkpoints)
+                         drop_last=drop_last, eval_every=max(1, steps // 100), snapshot_steps=checkpoints,
+                         checkpoint_dir=checkpoint_dir or None)
 test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")      # (steps, 2S)
 
 # %% [markdown]
@@ -242,7 +242,9 @@ plt.show()
 # (authors' analysis in the top two rows, corekit's in the bottom two), before grokking, at grokking and
 # at the end of training (both branches). {numref}`fig-02-circle` follows over training the fit's
 # $R^2$, the fraction of eigenvalues on the unit circle and the number of distinct frequency modes out
-# of $\lfloor p/2 \rfloor + 1$ (the authors' bins: $\lambda = -1$ folds into bin $\lfloor p/2 \rfloor$).
+# of $\lfloor p/2 \rfloor + 1$ (the authors' bins: $\lambda = -1$ folds into bin $\lfloor p/2 \rfloor$), and beside
+# them a mode count that needs no fit: the fewest frequencies holding 90 % of the Fourier power of the class
+# means inside the core (`grokking_cores.fourier_mode_count`).
 
 # %%
 table([{"checkpoint": name, "step": checkpoints[i], "test accuracy": ckpt_test_acc[i, :S].tolist(),
@@ -263,18 +265,20 @@ for ax, (a, (i, m, title)) in zip(axes, [(a, panel) for a in ("authors", "coreki
 figures.save(fig, "operator_eigenvalues")
 plt.show()
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The operator fit's R\u00b2, the fraction of its eigenvalues on the unit circle, and the number of distinct frequency modes over training (both analyses; circles the weight-decay branch, squares \u03c9\u21920), with grokking dashed and \u230ap/2\u230b+1, all frequencies, dotted.", "name": "fig-02-circle"}}
-fig, axes = panel_grid(3, ncols=2, panel=(5, 3.4))
-for ax, key, title, ylabel in zip(axes, ("r2", "circle", "modes"), ("operator fit R²", "fraction on the unit circle",
-                                                                     "frequency modes"), ("R²", "fraction", "modes")):
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The operator fit's R\u00b2, the fraction of its eigenvalues on the unit circle, and the number of distinct frequency modes of the fit, and the Fourier modes of the class means (no fit: the fewest frequencies holding 90 % of their power) over training (both analyses; circles the weight-decay branch, squares \u03c9\u21920), with grokking dashed and \u230ap/2\u230b+1, all frequencies, dotted.", "name": "fig-02-circle"}}
+fig, axes = panel_grid(4, ncols=2, panel=(5, 3.4))
+for ax, key, title, ylabel in zip(axes, ("r2", "circle", "modes", "fourier_modes"),
+                                  ("operator fit R²", "fraction on the unit circle", "frequency modes of the shift fit",
+                                   "Fourier modes of the class means (90 % of power)"), ("R²", "fraction", "modes", "modes")):
     for a, colour in zip(ANALYSES, ("C0", "C3")):
         ax.plot(checkpoints, fit[a][key][:, :S].mean(1), "o-", ms=3, color=colour, label=f"{a}, ω={weight_decay}")
         ax.plot(checkpoints, fit[a][key][:, S:].mean(1), "s--", ms=3, color=colour, label=f"{a}, ω→0")
     if grok_step is not None:
         ax.axvline(grok_step, color="black", ls="--", lw=1)
     ax.set(xlabel="step", ylabel=ylabel, title=title)
-axes[2].axhline(p // 2 + 1, color="black", ls=":", lw=1, label="⌊p/2⌋+1")
-integer_ticks(axes[2], "y")
+for ax in axes[2:]:
+    ax.axhline(p // 2 + 1, color="black", ls=":", lw=1, label="⌊p/2⌋+1")
+    integer_ticks(ax, "y")
 fig.legend(*axes[2].get_legend_handles_labels(), loc="center", bbox_to_anchor=(0.75, 0.25))
 figures.save(fig, "unit_circle_and_modes")
 plt.show()
@@ -340,54 +344,46 @@ plt.show()
 # for the authors'). Growth ratios are final / at grokking. Each tested claim carries its null, the
 # same statistic on a case without the effect: the memorising, untrained or shuffled-label fit at the
 # same rank (above) for the operator claims, the ω → 0 branch for inflation (and the ω branch for the
-# ω → 0 claim), the memorisation checkpoint for the timing of crystallization. A claim the run cannot
-# decide is **undecided**, with the reason computed below: a fit rank within 2 of $p - 1$ (exact-fit
-# regime), an untrained model that already passes at the same fit rank, no room below $p - 1$ or
-# d_model for the growth or the modes claimed, or a fork before grokking.
+# ω → 0 claim), the memorisation checkpoint for the timing of crystallization, the untrained and the
+# memorising model for the mode count.
 #
-# `crystallization` tests the timing the paper claims: the largest drop of the energy rank between
-# consecutive checkpoints must end within 2 checkpoints of the seed's own grokking checkpoint (first
-# test accuracy ≥ 0.99), and not within 2 of its memorisation checkpoint (first training accuracy
-# ≥ 0.99; if the two are that close, the test cannot tell them apart and is uninformative).
+# A claim is **undecided** only when every seed that fails it lies in a regime the run cannot decide
+# (`grokking_cores.regime_reason`), and the reason names those seeds: a seed that never grokked, a
+# fit rank within 2 of $p - 1$ (exact-fit regime), an untrained model that already passes at the same
+# fit rank, no room below $\min(p - 3, d_\text{model})$ for the growth claimed, a fork before the
+# seed's grokking, or a modulus other than the paper's for a number stated at $p = 53$. A failing seed
+# outside those regimes makes the claim fail.
+#
+# - `crystallization` tests the timing the paper claims (`grokking_cores.crystallization_gaps`): the
+#   *settle checkpoint*, the first from which the energy rank stays within 1 of its value at the seed's
+#   grokking checkpoint (through 5 checkpoints after it), must lie within 2 checkpoints of grokking; the
+#   null is the same distance from the seed's memorisation checkpoint (a core set while memorising).
+# - `modes_final` counts frequency modes without the shift fit (`grokking_cores.fourier_mode_count`):
+#   the fewest frequencies $k \ge 1$ that hold 90 % of the Fourier power of the class means $m_c$ inside
+#   the core (over $c$, summed over the core's directions). A fit on $r$ directions resolves at most
+#   $\lceil r/2 \rceil$ frequencies and is exact at $r \ge p - 1$; this count has neither limit. Its
+#   nulls are the untrained and the memorising model at the same rank, whose means spread their power
+#   over most frequencies.
 
 # %%
-from corekit.curves import GROKKING_THRESHOLD, largest_drop
+from corekit.curves import GROKKING_THRESHOLD
 from corekit.runs.claims import Null, at_least, at_most, between, holds
 
 labels_w = [f"seed {s_}" for s_ in seeds]
-
-
-def per_seed(values):
-    """Return {"seed N": value} over the ω seeds (floats to 3 decimals, None kept)."""
-    return {k: round(float(v), 3) if isinstance(v, (float, np.floating)) else v for k, v in zip(labels_w, values)}
-
-
+per_seed = lambda values: grokking_cores.seed_values(labels_w, values)  # noqa: E731
+members = lambda flags: dict(zip(labels_w, map(bool, flags)))  # noqa: E731
 ep = lambda i: None if i is None else round(epoch(checkpoints[i]))  # noqa: E731
 g_seed, mem_seed = points.seed_grok, points.seed_memorised
-fork_after = has_grok and fork_step > grok_step
-print(f"ω → 0 branch forks at epoch {fork_epoch}; the ω branch groks (every ω model ≥ {GROKKING_THRESHOLD} test "
-      f"accuracy) at epoch {ep(i_grok) if has_grok else 'never'}: the fork comes "
-      f"{'after' if fork_after else 'before'} grokking")
-cap = min(p - 1, config.d_model)
-decider = ("the paper profile (notebooks/params/paper/02_grokking_cores.yaml: p 53, d_model 128) decides it, about "
-           "8 h on this 2-core CPU or minutes on one GPU" if (p, config.d_model) != (53, 128) else
-           "a modulus or residual stream larger than the paper's would be needed to decide it")
-no_grok = None if has_grok else (f"not every ω model reached test accuracy {GROKKING_THRESHOLD} within {epochs} "
-                                 f"epochs (final {[round(float(v), 3) for v in test_acc[-1, :S]]}), so there is no "
-                                 "grokking checkpoint; a longer run decides it")
-fork_reason = None if fork_after else (
-    f"the ω → 0 branch forks at epoch {fork_epoch}, before the ω branch groks (epoch "
-    f"{ep(i_grok) if has_grok else 'never'}), so its growth is measured from models that have not generalised; a "
-    "profile that forks after its grokking decides it (the cpu profile, about 45 min on this 2-core CPU)")
-
-
-def undecided(*reasons, scale=False):
-    """Return the run's reasons it cannot decide a claim joined in one sentence (None when there are none)."""
-    said = [r for r in reasons if r]
-    return "; ".join(said) + (f"; {decider}" if scale else "") if said else None
-
-
-near_cap = lambda ranks_, i: [f"{labels_w[m]} ({int(ranks_[i, m])})" for m in range(S) if ranks_[i, m] >= p - 3]  # noqa: E731
+fork_after = [g is not None and fork_step > checkpoints[g] for g in g_seed]
+print(f"ω → 0 branch forks at epoch {fork_epoch}; the ω seeds grok (test accuracy ≥ {GROKKING_THRESHOLD}) at epochs "
+      f"{[ep(g) for g in g_seed]}: the fork comes after grokking for {sum(fork_after)} of {S} seeds")
+cap = min(p - 3, config.d_model)
+decider = ("; the paper profile (notebooks/params/paper/02_grokking_cores.yaml: p 53, d_model 128) decides it, about "
+           "8 h on a 2-core CPU or about half an hour on one H200") if (p, config.d_model) != (53, 128) else ""
+no_grok = (f"no grokking checkpoint within {epochs} epochs (test accuracy < {GROKKING_THRESHOLD})",
+           members([g is None for g in g_seed]))
+fork_before = (f"a fork at epoch {fork_epoch} before the seed's grokking (its ω → 0 branch never held a grokked core)",
+               members([not f for f in fork_after]))
 covers = "the weight-decay seeds the profile trains"
 claims.check("grok_epoch", per_seed(test_acc[-1, :S].tolist()), at_least(GROKKING_THRESHOLD),
              statistic=f"test accuracy of each ω model after {epoch(steps):g} epochs",
@@ -399,119 +395,117 @@ for a in ANALYSES:
     R, Fi, C = ranks[a], fit[a], control[a]
     fit_r = R["fit_rank"].astype(int)
     energy_r, sufficient_r, necessary_r = (R[k].astype(int) for k in ("energy", "sufficient", "necessary"))
-    col = lambda name, k: [C[name][m][k] for m in range(S)]  # noqa: E731  (k: 0 R², 1 circle, 2 modes)
+    col = lambda name, k: [C[name][m][k] for m in range(S)]  # noqa: E731  (k: 0 R², 1 circle, 2 fit modes, 3 Fourier modes)
     fit_note = (f"fit rank {fit_r[i_before, :S].tolist()} before, {fit_r[i_grok, :S].tolist()} at grokking, "
                 f"{fit_r[final, :S].tolist()} at the end (p − 1 = {p - 1} makes a shift fit exact)")
-    exact = lambda i, what: (f"the {what} fit rank is within 2 of p − 1 = {p - 1} for " + ", ".join(near_cap(fit_r, i))  # noqa: E731
-                             + ", where a shift fit is exact for any model") if near_cap(fit_r, i) else None
+    exact_fit = lambda i: (f"a fit rank within 2 of p − 1 = {p - 1}, where a shift fit is exact for any model",  # noqa: E731
+                           members(fit_r[i, :S] >= p - 3))
 
-    drop = [largest_drop(energy_r[:, m]) for m in range(S)]
-    gap = lambda j, i: None if i is None else abs(j - i)  # noqa: E731
-    claims.check("crystallization" + tag, per_seed([gap(drop[m], g_seed[m]) for m in range(S)]), at_most(2),
-                 statistic=f"checkpoints between the end of the largest drop of the energy rank ({a} analysis) and "
-                           "the seed's grokking checkpoint",
-                 null=Null("the same distance from the seed's memorisation checkpoint (a rank that falls as the "
-                           "model memorises)", per_seed([gap(drop[m], mem_seed[m]) for m in range(S)])),
-                 covers=covers, paper="the core crystallizes at grokking", undecided=undecided(no_grok),
-                 why=f"largest drop ends at epoch {[ep(j) for j in drop]}, grokking at {[ep(i) for i in g_seed]}, "
-                     f"memorisation at {[ep(i) for i in mem_seed]}")
-    claims.check("rank_at_grok" + tag, per_seed(energy_r[i_grok, :S].tolist()), between(10, 20),
-                 statistic=f"energy rank of the core at the grokking checkpoint ({a} analysis)",
+    to_grok, to_mem, settle = grokking_cores.crystallization_gaps(energy_r[:, :S], g_seed, mem_seed)
+    claims.check("crystallization" + tag, per_seed(to_grok), at_most(2),
+                 statistic=f"checkpoints between the settle checkpoint of the energy rank ({a} analysis: the first "
+                           "from which it stays within 1 of its value at grokking) and the seed's grokking checkpoint",
+                 null=Null("the same distance from the seed's memorisation checkpoint (a core set while memorising)",
+                           per_seed(to_mem)),
+                 covers=covers, paper="the core crystallizes at grokking",
+                 undecided=grokking_cores.regime_reason(per_seed(to_grok), at_most(2), undefined=no_grok),
+                 why=f"the energy rank settles at epoch {[ep(j) for j in settle]}; grokking at "
+                     f"{[ep(i) for i in g_seed]}, memorisation at {[ep(i) for i in mem_seed]}")
+    at_grok = [energy_r[g, m] if g is not None else None for m, g in enumerate(g_seed)]
+    other_p = (f"a modulus p = {p} whose core has ⌊p/2⌋ + 1 = {p // 2 + 1} modes to use, where the paper's ≈ 15 is "
+               f"stated at p = 53 with 27{decider}", members([p != 53] * S))
+    claims.check("rank_at_grok" + tag, per_seed(at_grok), between(10, 20),
+                 statistic=f"energy rank of the core at the seed's grokking checkpoint ({a} analysis)",
                  null=Null("the untrained model (epoch 0)", per_seed(energy_r[0, :S].tolist())),
                  covers=covers, paper="≈ 15 (p = 53)",
-                 undecided=undecided(no_grok, None if p == 53 else
-                                     f"the paper's ≈ 15 is at p = 53, and at p = {p} the core has ⌊p/2⌋ + 1 = "
-                                     f"{p // 2 + 1} modes to use, not 27", scale=p != 53))
+                 undecided=grokking_cores.regime_reason(per_seed(at_grok), between(10, 20), [other_p], undefined=no_grok))
     circle_grok, circle_before = Fi["circle"][i_grok, :S], Fi["circle"][i_before, :S]
     claims.check("unit_circle_fraction_at_grok" + tag, per_seed(circle_grok), at_least(0.8),
                  statistic=f"fraction of the shift operator's eigenvalues on the unit circle at grokking ({a} analysis)",
                  null=[Null("the memorising checkpoint at the same fit rank", per_seed(col("memorising", 1))),
                        Null("the grokking checkpoint with shuffled class labels, same fit rank",
                             per_seed(col("shuffled", 1)))],
-                 covers=covers, paper="≈ 1", undecided=undecided(no_grok), why=fit_note)
-    claims.check("unit_circle_fraction_before" + tag, per_seed([bool(b < g) for b, g in zip(circle_before, circle_grok)]),
-                 holds(), statistic=f"the unit-circle fraction at the memorising checkpoint ({a} analysis) is below "
-                                    "the one at grokking",
-                 null=Null("the same comparison with the grokking checkpoint's class labels shuffled",
-                           per_seed([bool(b < c) for b, c in zip(circle_before, col("shuffled", 1))])),
-                 covers=covers, paper="< at grokking", undecided=undecided(no_grok),
+                 covers=covers, paper="≈ 1",
+                 undecided=grokking_cores.regime_reason(per_seed(circle_grok), at_least(0.8), undefined=no_grok), why=fit_note)
+    before_lower = [bool(b < g) for b, g in zip(circle_before, circle_grok)]
+    claims.check("unit_circle_fraction_before" + tag, per_seed(before_lower), holds(),
+                 statistic=f"the unit-circle fraction at the memorising checkpoint ({a} analysis) is below the one at "
+                           "grokking",
+                 null=Null("the same ordering between two models without the rotation: the untrained model below the "
+                           "memorising one, both at the grokking fit rank",
+                           per_seed([bool(u < m_) for u, m_ in zip(col("untrained", 1), col("memorising", 1))])),
+                 covers=covers, paper="< at grokking",
+                 undecided=grokking_cores.regime_reason(per_seed(before_lower), holds(), undefined=no_grok),
                  why=f"circle fraction {circle_before.round(3).tolist()} before, {circle_grok.round(3).tolist()} at "
                      f"grokking; {fit_note}")
+    r2_before = per_seed(Fi["r2"][i_before, :S])
     untrained_before = col("untrained_at_before_rank", 0)
-    reasons_before = [exact(i_before, "memorising checkpoint's"),
-                      f"the untrained model already gives R² {np.round(untrained_before, 3).tolist()} at the same fit rank, above "
-                      "0.5 without any learning" if max(untrained_before) > 0.5 else None]
-    claims.check("operator_r2_before" + tag, per_seed(Fi["r2"][i_before, :S]), at_most(0.5),
+    claims.check("operator_r2_before" + tag, r2_before, at_most(0.5),
                  statistic=f"R² of the shift-operator fit at the memorising checkpoint ({a} analysis)",
                  null=Null("the grokked checkpoint at the same fit rank (a model with the rotation)",
                            per_seed(col("grokked_at_before_rank", 0))),
                  covers=covers, paper="low before grokking",
-                 undecided=undecided(no_grok, *reasons_before, scale=any(reasons_before)), why=fit_note)
+                 undecided=grokking_cores.regime_reason(r2_before, at_most(0.5), [
+                     exact_fit(i_before),
+                     ("an untrained model that already gives R² > 0.5 at the same fit rank "
+                      f"({np.round(untrained_before, 3).tolist()}), without any learning{decider}",
+                      members([u > 0.5 for u in untrained_before]))], undefined=no_grok), why=fit_note)
     after = Fi["r2"][i_grok:, :S]
     i_low = [i_grok + int(np.argmin(after[:, m])) for m in range(S)]
-    near_after = [f"{labels_w[m]} ({int(fit_r[i_grok:, m].max())})" for m in range(S) if fit_r[i_grok:, m].max() >= p - 3]
-    untrained_grok = col("untrained", 0)
-    reasons_after = [f"the fit rank from grokking on reaches within 2 of p − 1 = {p - 1} for " + ", ".join(near_after)
-                     + ", where a shift fit is exact for any model" if near_after else None,
-                     f"the untrained model already gives R² {np.round(untrained_grok, 3).tolist()} at the grokking fit rank"
-                     if min(untrained_grok) >= 0.9 else None]
-    claims.check("operator_r2_after" + tag, per_seed(after.min(0)), at_least(0.9),
+    r2_after = per_seed(after.min(0))
+    claims.check("operator_r2_after" + tag, r2_after, at_least(0.9),
                  statistic=f"smallest R² of the shift-operator fit over every checkpoint from grokking on ({a} analysis)",
                  null=[Null("the memorising checkpoint at the grokking fit rank", per_seed(col("memorising", 0))),
-                       Null("the untrained model at the grokking fit rank", per_seed(untrained_grok))],
+                       Null("the untrained model at the grokking fit rank", per_seed(col("untrained", 0)))],
                  covers=covers, paper="≈ 1 after grokking",
-                 undecided=undecided(no_grok, *reasons_after, scale=any(reasons_after)),
+                 undecided=grokking_cores.regime_reason(r2_after, at_least(0.9), undefined=no_grok),
                  why=f"lowest at epoch {[ep(i) for i in i_low]}, fit rank there "
-                     f"{[int(fit_r[i, m]) for m, i in enumerate(i_low)]}")
+                     f"{[int(fit_r[i, m]) for m, i in enumerate(i_low)]} (random class means give about r/(p − 1))")
     grow = lambda values, models: values[final, models] / np.maximum(values[i_grok, models], 1)  # noqa: E731
     nec_g, suf_g, wd0_g = grow(necessary_r, slice(0, S)), grow(sufficient_r, slice(0, S)), grow(necessary_r, slice(S, 2 * S))
-    no_room = [f"{labels_w[m]} ({int(necessary_r[i_grok, m])} → {2 * int(necessary_r[i_grok, m])})" for m in range(S)
-               if 2 * necessary_r[i_grok, m] > min(p - 3, config.d_model)]
-    saturated = [f"{labels_w[m]} ({int(necessary_r[i_grok:, m].max())})" for m in range(S)
-                 if necessary_r[i_grok:, m].max() >= min(p - 3, config.d_model)]
-    reasons_growth = [f"a doubling of the necessary rank from grokking has no room below min(p − 3, d_model) = "
-                      f"{min(p - 3, config.d_model)} for " + ", ".join(no_room) if no_room else None,
-                      "the necessary rank from grokking on reaches the exact-fit / null-direction regime (within 2 "
-                      f"of p − 1 = {p - 1}, or d_model) for " + ", ".join(saturated) if saturated else None]
+    no_room = (f"no room to double below min(p − 3, d_model) = {cap}{decider}",
+               members([2 * necessary_r[i_grok, m] > cap for m in range(S)]))
+    saturated = (f"a necessary rank that reaches min(p − 3, d_model) = {cap} after grokking (the exact-fit / "
+                 f"null-direction regime){decider}", members([necessary_r[i_grok:, m].max() >= cap for m in range(S)]))
     nec_why = (f"necessary rank {necessary_r[i_grok, :S].tolist()} at grokking, {necessary_r[final, :S].tolist()} "
                f"at epoch {ep(final)}; ω → 0 branch {necessary_r[i_grok, S:].tolist()} → {necessary_r[final, S:].tolist()}")
     claims.check("necessary_rank_growth" + tag, per_seed(nec_g), at_least(2),
                  statistic=f"growth of the necessary rank, final / at grokking ({a} analysis)",
                  null=Null("the same seed in the ω → 0 branch (no weight decay after the fork)", per_seed(wd0_g)),
                  covers=covers, paper="≈ 4 (15 → 60)",
-                 undecided=undecided(no_grok, *reasons_growth, fork_reason, scale=any(reasons_growth)), why=nec_why)
+                 undecided=grokking_cores.regime_reason(per_seed(nec_g), at_least(2), [no_room, saturated], undefined=no_grok),
+                 why=nec_why)
     claims.check("sufficient_rank_growth" + tag, per_seed(suf_g), between(0.8, 1.25),
                  statistic=f"growth of the sufficient rank, final / at grokking ({a} analysis)",
                  null=Null("the necessary rank's growth over the same checkpoints (the rank the paper says inflates)",
                            per_seed(nec_g)),
-                 covers=covers, paper="≈ 1 (flat)", undecided=undecided(no_grok),
+                 covers=covers, paper="≈ 1 (flat)",
+                 undecided=grokking_cores.regime_reason(per_seed(suf_g), between(0.8, 1.25), undefined=no_grok),
                  why=f"sufficient rank {sufficient_r[i_grok, :S].tolist()} at grokking, "
                      f"{sufficient_r[final, :S].tolist()} at the end" + (
                          "; the authors' operational rank is floored at the energy rank" if a == "authors" else ""))
-    claims.report("modes_at_grok" + tag, per_seed(Fi["modes"][i_grok, :S].astype(int).tolist()), paper=p // 2 + 1,
-                  statistic=f"distinct frequency bins at grokking (of ⌊p/2⌋+1 = {p // 2 + 1}), {a} analysis")
+    claims.report("modes_at_grok" + tag, {"shift fit": per_seed(Fi["modes"][i_grok, :S].astype(int).tolist()),
+                                          "Fourier power": per_seed(Fi["fourier_modes"][i_grok, :S].astype(int).tolist())},
+                  paper=p // 2 + 1, statistic=f"frequency modes at grokking (of ⌊p/2⌋ + 1 = {p // 2 + 1}), {a} "
+                                              "analysis: distinct bins of the shift fit, and Fourier modes of the means")
     modes_target = 0.8 * (p // 2 + 1)
-    untrained_final = col("untrained_at_final_rank", 2)
-    reasons_modes = [exact(final, "final"),
-                     f"a fit rank of at most min(p − 1, d_model) = {cap} resolves at most {int(np.ceil(cap / 2))} "
-                     f"frequencies (⌈r/2⌉), fewer than the {modes_target:g} claimed" if np.ceil(cap / 2) < modes_target
-                     else None,
-                     f"the untrained model already gives {untrained_final} modes at the final fit rank"
-                     if min(untrained_final) >= modes_target else None]
-    claims.check("modes_final" + tag, per_seed(Fi["modes"][final, :S].astype(int).tolist()), at_least(modes_target),
-                 statistic=f"distinct frequency bins of the final operator ({a} analysis)",
-                 null=[Null("the memorising checkpoint at the final fit rank", per_seed(col("memorising_at_final_rank", 2))),
-                       Null("the untrained model at the final fit rank", per_seed(untrained_final))],
-                 covers=covers, paper=f"{p // 2 + 1} (all ⌊p/2⌋+1)",
-                 undecided=undecided(*reasons_modes, scale=any(reasons_modes)),
-                 why=f"final fit rank {fit_r[final, :S].tolist()} resolves at most "
-                     f"{[int(np.ceil(r / 2)) for r in fit_r[final, :S]]} frequencies (⌈r/2⌉)")
+    claims.check("modes_final" + tag, per_seed(Fi["fourier_modes"][final, :S].astype(int).tolist()),
+                 at_least(modes_target),
+                 statistic=f"Fourier modes of the final core's class means ({a} analysis: the fewest frequencies "
+                           "holding 90 % of their power)",
+                 null=[Null("the untrained model at the final fit rank", per_seed(col("untrained_at_final_rank", 3))),
+                       Null("the memorising checkpoint at the final fit rank",
+                            per_seed(col("memorising_at_final_rank", 3)))],
+                 covers=covers, paper=f"{p // 2 + 1} (all ⌊p/2⌋ + 1)",
+                 why=f"final fit rank {fit_r[final, :S].tolist()}; the shift fit's bins "
+                     f"{Fi['modes'][final, :S].astype(int).tolist()} (at most ⌈r/2⌉ each)")
     claims.check("wd0_necessary_rank_growth" + tag, per_seed(wd0_g), at_most(1.25),
                  statistic=f"growth of the necessary rank of the ω → 0 model, final / at grokking ({a} analysis)",
                  null=Null("the same seed with weight decay throughout (the ω branch, which the paper says inflates)",
                            per_seed(nec_g)),
                  covers="the seeds the profile trains, in the ω → 0 branch", paper="no inflation without weight decay",
-                 undecided=undecided(no_grok, fork_reason), why=nec_why)
+                 undecided=grokking_cores.regime_reason(per_seed(wd0_g), at_most(1.25), [fork_before], undefined=no_grok),
+                 why=nec_why)
 
 spread = [max(v[m] for v in null.values()) - min(v[m] for v in null.values()) for m in range(S)]
 claims.check("null_direction_control", per_seed(spread), at_most(2), no_null="numerical check",

@@ -4,10 +4,11 @@
 #
 #   bash scripts/gpu-check.sh [--wheels DIR] [--out DIR] [--budget SECONDS] [--dry-run]
 #
-# --wheels DIR  install the notebook stack (papermill, jupytext, nbclient, ipykernel, gguf, ...) from the
-#               wheels in DIR, offline, into a private folder first (DIR filled by gpu-wheelhouse.sh); for a
-#               GPU machine that has torch, transformers, scipy, scikit-learn, matplotlib, tqdm and pytest
-#               but no package index. corekit itself runs from lib/ (PYTHONPATH), nothing is installed.
+# --wheels DIR  install the notebook stack (papermill, jupytext, nbclient, ipykernel, gguf, spaCy, ...) from the
+#               wheels in DIR, offline, into a private folder first (DIR filled by scripts/gpu-wheelhouse.sh
+#               on a machine with a package index); for a GPU machine that has torch, transformers, scipy,
+#               scikit-learn, matplotlib, tqdm and pytest but no package index. corekit itself runs from
+#               lib/ (PYTHONPATH), nothing is installed.
 # --out DIR     output folder (default: $OUT, else _build/gpu-check). It receives
 #                 results.jsonl   one JSON line per benchmark (the benchmarks' own records)
 #                 steps.jsonl     one JSON line per step: name, exit status, seconds, budget, timed out
@@ -69,7 +70,7 @@ print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cuda availab
 missing = [m for m in ("corekit", "papermill", "jupytext", "nbclient", "ipykernel", "transformers")
            if importlib.util.find_spec(m) is None]
 if missing:
-    sys.exit(f"gpu-check.sh: missing Python packages {missing}: pass --wheels DIR (see gpu-wheelhouse.sh)")
+    sys.exit(f"gpu-check.sh: missing Python packages {missing}: pass --wheels DIR (see scripts/gpu-wheelhouse.sh)")
 if sys.argv[1] == "cuda" and not torch.cuda.is_available():
     sys.exit("gpu-check.sh: no CUDA GPU visible to torch; on a CPU use --dry-run")
 EOF

@@ -43,7 +43,7 @@ frame.onload = () => setTimeout(() => {
     t.querySelector("td, th").appendChild(ruler);
     const twelve = ruler.getBoundingClientRect().width; ruler.remove();
     t.querySelectorAll("thead th").forEach((th) => {
-      if (th.getBoundingClientRect().width < twelve)
+      if (th.offsetParent !== null && th.getBoundingClientRect().width < twelve)   // a phone's cards hide the head
         narrow.push({table: i, column: th.textContent.trim(), px: Math.round(th.getBoundingClientRect().width),
                      twelve_chars_px: Math.round(twelve)}); });
     t.querySelectorAll("td").forEach((td) => {

@@ -107,6 +107,80 @@ def test_cores_at_checkpoints_tabulates_each_checkpoint(trained):
         torch.testing.assert_close(value, history.snapshots[STEPS[-1]][name])
 
 
+def _fourier_modes_reference(means, share=0.9):
+    """The fewest frequencies k >= 1 holding ``share`` of the non-constant power of class means (p, r), by explicit
+    cos/sin projections over the classes (no FFT)."""
+    p = means.shape[0]
+    c = np.arange(p)
+    power = np.array([np.sum((np.cos(2 * np.pi * k * c / p) @ means) ** 2 + (np.sin(2 * np.pi * k * c / p) @ means) ** 2)
+                      for k in range(1, p // 2 + 1)])
+    held = np.cumsum(np.sort(power)[::-1]) / power.sum()
+    return int(np.argmax(held >= share - 1e-12)) + 1
+
+
+def test_fourier_mode_count_against_cos_sin_projections():
+    gen = np.random.default_rng(0)
+    for p, r in [(7, 3), (31, 12), (53, 40)]:
+        means = torch.from_numpy(gen.standard_normal((p, r)))
+        for share in (0.5, 0.9, 1.0):
+            assert grokking_cores.fourier_mode_count(means, share) == _fourier_modes_reference(means.numpy(), share)
+    c = torch.arange(31, dtype=torch.float64)
+    wave = lambda k, amp: amp * torch.stack([torch.cos(2 * np.pi * k * c / 31), torch.sin(2 * np.pi * k * c / 31)], 1)  # noqa: E731
+    assert grokking_cores.fourier_mode_count(wave(3, 1.0)) == 1                    # one rotation: one mode
+    two = torch.cat([wave(3, 1.0), wave(11, 0.5)], 1)                             # power 1 : 0.25 → 80 % at k = 3
+    assert grokking_cores.fourier_mode_count(two, 0.75) == 1 and grokking_cores.fourier_mode_count(two, 0.9) == 2
+    assert grokking_cores.fourier_mode_count(torch.ones(31, 2, dtype=torch.float64)) == 0   # constant means: no mode
+    with pytest.raises(ValueError, match="share"):
+        grokking_cores.fourier_mode_count(two, 0.0)
+
+
+def test_settle_checkpoint_and_crystallization_gaps_on_hand_tables():
+    #        0   1   2   3   4   5   6   7   8   9  10
+    ranks = [30, 25, 20, 14, 13, 12, 12, 13, 12, 12, 12]
+    assert grokking_cores.settle_checkpoint(ranks, 5) == 4                         # 13 is within 1 of 12, 14 is not
+    assert grokking_cores.settle_checkpoint(ranks, 5, tol=2) == 3
+    assert grokking_cores.settle_checkpoint(ranks, 5, tol=0) is None              # 13 at checkpoint 7 leaves the band
+    assert grokking_cores.settle_checkpoint(ranks, 5, tol=0, after=1) == 5
+    assert grokking_cores.settle_checkpoint([5, 5, 5, 9, 5], 1, after=1) == 0
+    assert grokking_cores.settle_checkpoint([5, 5, 5, 9, 5], 1, after=2) is None  # leaves the band right after grokking
+    energy = np.array([[30, 30], [20, 12], [13, 12], [12, 12], [12, 12]])       # (C, S)
+    to_grok, to_mem, settle = grokking_cores.crystallization_gaps(energy, [3, None], [1, 1])
+    assert settle == [2, None] and to_grok == [1, None] and to_mem == [1, None]
+    with pytest.raises(ValueError, match="i_grok"):
+        grokking_cores.settle_checkpoint(ranks, 11)
+
+
+def test_regime_reason_undecided_only_for_failing_seeds_in_the_regime():
+    bound = type("AtLeast2", (), {"test": staticmethod(lambda v: v is not None and v >= 2)})()
+    saturated = ("a rank at the cap", {"seed 0": True, "seed 1": False, "seed 2": False})
+    never = ("no grokking", {"seed 0": False, "seed 1": False, "seed 2": True})
+    # the only failing seed is saturated: undecided, naming it
+    assert grokking_cores.regime_reason({"seed 0": 1.1, "seed 1": 2.5, "seed 2": 3.0}, bound, [saturated, never]) == \
+        "a rank at the cap for seed 0"
+    # an unsaturated seed fails too: the claim fails (None)
+    assert grokking_cores.regime_reason({"seed 0": 1.1, "seed 1": 1.5, "seed 2": 3.0}, bound, [saturated, never]) is None
+    # every seed passes: decided by the value and its nulls (None)
+    assert grokking_cores.regime_reason({"seed 0": 2.1, "seed 1": 2.5, "seed 2": 3.0}, bound, [saturated]) is None
+    # two regimes, each failing seed in one
+    assert grokking_cores.regime_reason({"seed 0": 1.0, "seed 1": 2.5, "seed 2": None}, bound, [saturated, never]) == \
+        "a rank at the cap for seed 0; no grokking for seed 2"
+    # an undefined model makes the claim undecided even when its value passes ...
+    assert grokking_cores.regime_reason({"seed 0": 2.1, "seed 1": 2.5, "seed 2": 3.0}, bound, undefined=never) == \
+        "no grokking for seed 2"
+    # ... but not when another model fails outside every regime
+    assert grokking_cores.regime_reason({"seed 0": 2.1, "seed 1": 1.0, "seed 2": 3.0}, bound, [saturated],
+                                        undefined=never) is None
+    assert grokking_cores.regime_reason({"seed 0": 1.0, "seed 1": 2.5, "seed 2": 3.0}, bound, [saturated],
+                                        undefined=never) == "no grokking for seed 2; a rank at the cap for seed 0"
+
+
+def test_seed_values_rounds_floats_and_keeps_the_rest():
+    got = grokking_cores.seed_values(["a", "b", "c", "d"], [np.float64(0.12345), np.int64(3), np.bool_(True), None])
+    assert got == {"a": 0.123, "b": 3, "c": True, "d": None} and type(got["b"]) is int and type(got["c"]) is bool
+    with pytest.raises(ValueError, match="one value per model"):
+        grokking_cores.seed_values(["a"], [1, 2])
+
+
 def test_shift_fit_matches_numpy_and_an_exact_rotation():
     gen = torch.Generator().manual_seed(0)
     M, N, D, p = 2, 60, 6, 7
@@ -120,13 +194,15 @@ def test_shift_fit_matches_numpy_and_an_exact_rotation():
         r2, circle, modes = _shift_fit_reference(z, yy.numpy(), p)
         got = grokking_cores.shift_fit(core, h, y, rank, m, p, shuffle_seed=shuffle)
         assert got[0] == pytest.approx(r2, abs=1e-9) and got[1] == pytest.approx(circle) and got[2] == modes
+        means = np.stack([z[yy.numpy() == c].mean(0) for c in range(p)])
+        assert got[3] == _fourier_modes_reference(means)
     # class means on a circle at frequency 2: the shift is that rotation, R² 1, every eigenvalue on the circle
     angle = 2 * np.pi * 2 * y.double() / p
     h_rot = torch.stack([angle.cos(), angle.sin()], -1)[None]
     core_2 = grokking_cores.Core(basis=torch.eye(2, dtype=torch.float64)[None], sigma=torch.ones(1, 2),
                                  mean=torch.zeros(1, 2, dtype=torch.float64))
-    r2, circle, modes = grokking_cores.shift_fit(core_2, h_rot, y, 2, 0, p)
-    assert r2 == pytest.approx(1.0) and circle == 1.0 and modes == 1
+    r2, circle, modes, fourier = grokking_cores.shift_fit(core_2, h_rot, y, 2, 0, p)
+    assert r2 == pytest.approx(1.0) and circle == 1.0 and modes == 1 and fourier == 1
 
 
 def test_control_cases_name_model_and_rank_checkpoints():
@@ -156,6 +232,8 @@ def test_exact_fit_controls_match_numpy_fits(trained):
                 r2, circle, modes = _shift_fit_reference(z, yy.numpy(), P)
                 assert got[a][name][m][0] == pytest.approx(r2, abs=1e-4), (a, name, m)
                 assert got[a][name][m][1] == pytest.approx(circle) and got[a][name][m][2] == modes, (a, name, m)
+                means = np.stack([z[yy.numpy() == c].mean(0) for c in range(P)])
+                assert got[a][name][m][3] == _fourier_modes_reference(means), (a, name, m)
 
 
 def _authors_necessary(h, W, b, y, p, eps, centre, threshold=0.99):

@@ -19,6 +19,7 @@ from corekit.chapters.grokking_scaling_law import (
     StopAfterGrokking,
     SweepSettings,
     exponent_interval,
+    far_moduli,
     fit_sweeps,
     grid,
     grokking_times,
@@ -30,6 +31,8 @@ from corekit.chapters.grokking_scaling_law import (
     run_sweep,
     shard_problem,
     shards,
+    times_per_point,
+    two_point_exponent,
 )
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
@@ -387,3 +390,27 @@ def test_fit_sweeps_against_numpy_and_the_exact_log_law():
     assert f.p_c_interval.estimate == pytest.approx(7.0, rel=1e-4) and set(f.laws) >= {"aic_log", "aic_power"}
     two = fit_sweeps(omega_runs, p_runs[:4], n_boot=20)                        # two moduli: no log law
     assert two.log_fit is None and two.p_c_interval is None and two.laws is None and "p" in two.fits
+
+
+def _result(p, seed, t_train, t_test):
+    """A RunResult at modulus p (ω 1) that fitted its training pairs at t_train and its test pairs at t_test (None: censored)."""
+    done = t_test is not None
+    return RunResult(p=p, weight_decay=1.0, seed=seed, batch_size=0, t_train=t_train, t_test=t_test,
+                     tau=t_test - t_train if done else None, censored=not done, steps_run=1000, steps=[0], train_acc=[0.0],
+                     test_acc=[0.0])
+
+
+def test_far_moduli_times_per_point_and_two_point_exponent_by_hand():
+    assert far_moduli([31, 43, 61, 79, 89], 24.0) == [79.0, 89.0]          # 3 p_c = 72
+    assert far_moduli([31, 79], float("nan")) == [] and far_moduli([31, 79], -1.0) == []
+    runs = [_result(31, 0, 100, 900), _result(31, 1, 100, 500), _result(31, 2, 80, None),
+            _result(61, 0, 200, 400), _result(61, 1, 200, 300)]
+    rows = times_per_point(runs)
+    assert [row["p"] for row in rows] == [31, 61] and rows[0]["grokked"] == 2 and rows[0]["runs"] == 3
+    assert rows[0]["t_train"] == pytest.approx(100) and rows[0]["t_test"] == pytest.approx(np.sqrt(900 * 500))
+    assert rows[0]["tau"] == pytest.approx(np.sqrt(800 * 400)) and rows[1]["tau"] == pytest.approx(np.sqrt(200 * 100))
+    assert two_point_exponent(rows, [31, 61]) == pytest.approx(np.log(np.sqrt(200 * 100) / np.sqrt(800 * 400))
+                                                               / np.log(61 / 31))
+    assert two_point_exponent(times_per_point(runs[2:3] + runs[3:]), [31, 61]) is None   # p 31: none grokked
+    with pytest.raises(ValueError, match="two moduli"):
+        two_point_exponent(rows, [31])

@@ -205,15 +205,18 @@ def test_authors_values_get_their_own_column_in_markdown_and_a_labelled_line_in_
     assert "authors" not in record[0] and record[1]["authors"] == 0.981
 
 
-def test_a_reason_and_values_from_elsewhere_show_in_full(tmp_path):
+def test_a_reason_and_values_from_elsewhere_show_and_a_long_value_is_summarised_above_its_fold(tmp_path):
     long_value = {f"model {i}": 0.5 + i / 100 for i in range(12)}
     record = {"id": "acc[a_b]", "measured": long_value, "target": "≥ 0.9", "verdict": "fail",
               "reason": "Fails: 12 of 12 models < 0.9 <here>.", "null": [{"what": "untrained", "value": 0.1}]}
-    rows = table_cells(claims_html([record], "ours (cpu)", {"quick run": {"acc[a_b]": 0.4}, "other": {"x": 1}}))
+    html = claims_html([record], "ours (cpu)", {"quick run": {"acc[a_b]": 0.4}, "other": {"x": 1}})
+    rows = table_cells(html)
     assert rows[1][0] == "acc[a_b]"
-    assert rows[1][1].startswith("ours (cpu) model 0: 0.5, ") and rows[1][1].endswith("model 11: 0.61 | quick run 0.4")
+    assert rows[1][1] == "ours (cpu) 12 values, 0.5 (model 0) to 0.61 (model 11), median 0.555 | quick run 0.4"
     assert rows[1][3] == "≥ 0.9 | Fails: 12 of 12 models < 0.9 <here>."
     assert rows[1][4] == "FAIL"
+    fold = html[html.index("<details"):]                                  # every value, one click away
+    assert all(f"<th>model {i}</th>" in fold for i in range(12)) and "0.61" in fold
 
 
 def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
@@ -325,7 +328,7 @@ def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tm
     assert verdict_line(runs["02_some"].metrics) == "1 of 3 tested claims pass; 1 fail (`c1`); 1 uninformative (`c3`)"
     assert verdict_line(runs["03_none"].metrics) == "0 of 2 tested claims pass; 1 fail (`c0`); 1 undecided (`c1`)"
     assert page.count(long_statistic.strip()) == 8 and "…" not in page
-    assert page.count("The fit rank reached p − 1.") == 4
+    assert page.count("The fit rank reached p − 1.") == 2 * 4        # in the claims tables and, unfolded, in the lists
 
 
 def test_a_chapter_opens_with_its_verdict_counts_and_the_reasons_of_every_claim_that_does_not_pass():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import tinyrepo
-from tinyrepo import REPO, corekit, make_repo, run_in_process, write_paper_profile
+from tinyrepo import REPO, corekit, make_repo, record_name, run_in_process, unrecorded, write_paper_profile
 
 from corekit.primes import is_prime
 from corekit.runs import cli, execute, notebooks, parameters, paramspec
@@ -120,20 +120,16 @@ def previous(first_run, tmp_path):
 # 1. Nothing lost: a failure after execution leaves the previous run whole and keeps the new notebook
 
 
-def test_a_symlinked_figures_folder_fails_the_run_and_loses_nothing(repo, previous, tmp_path):
+def test_a_symlinked_figures_folder_is_refused_before_the_run_and_loses_nothing(repo, previous, tmp_path):
+    """Issue 51: the link is refused before a kernel starts (it was found only after the run, issue 25)."""
     out, before = previous
     elsewhere = tmp_path / "elsewhere"
     shutil.move(out / "figures" / NAME, elsewhere)
     (out / "figures" / NAME).symlink_to(elsewhere, target_is_directory=True)
     done = corekit("run", NAME, "-p", "figures", "1", "--out", str(out), root=repo)
-    assert done.returncode == 1
-    lines = corekit_lines(done.stderr)
-    assert len(lines) == 1 and f"figures/{NAME} is a symbolic link" in lines[0], done.stderr
-    assert f"executed notebook: {out / (NAME + '.failed.ipynb')}" in lines[0]
-    assert f"the last complete run ({NAME}.metrics.json) is unchanged" in lines[0]
-    after = outputs(out)
-    assert slept(after.pop(f"{NAME}.failed.ipynb"))
-    assert after == before and (out / "figures" / NAME).is_symlink()
+    assert done.returncode == 2
+    assert_one_line(done.stderr, f"{out / 'figures' / NAME} is a symbolic link (to {elsewhere})")
+    assert outputs(out) == before and (out / "figures" / NAME).is_symlink()
     assert not list(out.glob(f".{NAME}.running-*")), "the private run folder was left behind"
 
 
@@ -161,13 +157,15 @@ def test_the_swap_undoes_every_move_when_one_fails(tmp_path, monkeypatch):
         (outputs_.figures / f"{text}.png").write_text(text)
         outputs_.ipynb.write_text(text)
         outputs_.metrics.write_text(text)
+    execute.write_record(final, execute.written(final))    # the old run, as its run recorded it
     moved = []
     real_replace = os.replace
 
     def replace(source, target):
         if Path(source) == run.ipynb:                  # the fifth move: the new notebook into place
             raise OSError(5, "Input/output error", str(source))
-        moved.append(Path(source))
+        if Path(target) != final.record:                # the record is written before the moves
+            moved.append(Path(source))
         real_replace(source, target)
     monkeypatch.setattr(execute.os, "replace", replace)
     with pytest.raises(OSError, match="Input/output error"):
@@ -251,7 +249,8 @@ def test_sigterm_stops_the_run_in_one_line_and_removes_its_staging_folder(repo, 
     assert not list(out.glob(f".{NAME}.running-*")), "the private run folder was left behind"
     after = outputs(out)
     assert slept(after.pop(f"{NAME}.interrupted.ipynb"))
-    assert after == before
+    assert f"{NAME}.interrupted.ipynb" in json.loads(after[record_name(NAME)])["paths"]     # a later run replaces it
+    assert unrecorded(after, NAME) == unrecorded(before, NAME)
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,9 +17,10 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-from tinyrepo import REPO, make_repo, run_in_process, tiny_notebook
+from tinyrepo import REPO, make_repo, one_line, refused, run_in_process, tiny_notebook
 
 from corekit.runs import cli, execute, notebooks, publish
+from corekit.runs.claims import Claim, ClaimsTable
 
 NAME = "00_hostile"
 SOURCE = '''\
@@ -51,21 +52,6 @@ PAPERMILL = [sys.executable, "-m", "papermill", "-k", "python3", "-l", "python",
 def repo(tmp_path) -> Path:
     """A book holding the one tiny notebook."""
     return make_repo(tmp_path / "book", {NAME: SOURCE})
-
-
-def one_line(err: str, *parts: str) -> str:
-    """Return ``err`` after asserting that it is one line ``corekit: error: ...`` holding every one of ``parts``."""
-    assert err.count("\n") == 1 and err.startswith("corekit: error: ") and "Traceback" not in err, err
-    for part in parts:
-        assert part in err, err
-    return err
-
-
-def refused(capsys, monkeypatch, root: Path, *args: str) -> str:
-    """Return the one error line of ``corekit ARGS`` on ``root``, after asserting exit status 2."""
-    code, _, err = run_in_process(capsys, monkeypatch, root, *args)
-    assert code == 2, err
-    return one_line(err)
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,7 +160,10 @@ def published(tmp_path, monkeypatch) -> Path:
     root = make_repo(tmp_path / "book", {BOOK: tiny_notebook(BOOK)})
     folder = root / "results" / BOOK
     (folder / "figures").mkdir(parents=True)
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Tiny")]), folder / f"{BOOK}.ipynb")
+    table = ClaimsTable([Claim("doubled", 4.0, "= 4", "pass", paper=4.0)])._repr_markdown_()   # what its kernel showed
+    shown = nbformat.v4.new_output("execute_result", {"text/markdown": table, "text/plain": table}, execution_count=1)
+    cells = [nbformat.v4.new_markdown_cell("# Tiny"), nbformat.v4.new_code_cell("claims.table()", outputs=[shown])]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / f"{BOOK}.ipynb")
     png(folder / "figures" / "figure_0.png")
     metrics = {"notebook": BOOK, "profile": "quick", "source_hash": "0" * 64, "runtime_s": 1.0,
                "claims": [{"id": "doubled", "paper": 4.0, "measured": 4.0, "target": "= 4", "pass": True}],

@@ -229,14 +229,19 @@ def test_a_prose_page_quotes_each_runs_measured_values_and_verdicts(book, publis
     assert "{{" not in text
 
 
-def test_dict_valued_claims_render_as_tables_and_keys_are_identifiers():
+def test_dict_valued_claims_read_inline_and_render_as_tables_and_keys_are_identifiers():
+    """A claim's substitution is one line that may stand in a sentence; its ``_table`` substitution is the table."""
     nested = {"id": "cost", "measured": {"model A": {"ACE": 1.5, "eNTK": 20.0}, "model B": {"ACE": 0.25, "eNTK": 3.0}},
               "pass": None}
-    assert publish.measured_markdown(nested).splitlines() == [
-        "| | ACE | eNTK |", "|---|---:|---:|", "| model A | 1.5 | 20 |", "| model B | 0.25 | 3 |"]
+    assert publish.measured_markdown(nested) == "model A: ACE 1.5, eNTK 20; model B: ACE 0.25, eNTK 3"
+    assert publish.measured_table(nested).splitlines() == publish.table_box([
+        "|  | ACE | eNTK |", "|---|---:|---:|", "| model A | 1.5 | 20 |", "| model B | 0.25 | 3 |"])
     flat = {"id": "t", "measured": {"ace": 2.0, "entk": 8.25}, "pass": None}
-    assert publish.measured_markdown(flat).splitlines() == ["| | value |", "|---|---:|", "| ace | 2 |", "| entk | 8.25 |"]
+    assert publish.measured_markdown(flat) == "ace: 2, entk: 8.25"
+    assert publish.measured_table(flat).splitlines() == publish.table_box(
+        ["|  | value |", "|---|---:|", "| ace | 2 |", "| entk | 8.25 |"])
     assert publish.measured_markdown({"id": "x", "measured": 0.91234, "pass": False}) == "0.9123 (FAIL)"
+    assert publish.measured_table({"id": "x", "measured": 0.91234, "pass": False}) == ""
     assert publish.substitution_key("04_llm_agreement_axis", "core_auroc[gemma-3-270m]") == \
         "claim_04_core_auroc_gemma_3_270m_"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import tinyrepo
-from tinyrepo import REPO, corekit, make_repo, run_in_process
+from tinyrepo import REPO, corekit, make_repo, record_name, run_in_process, unrecorded
 
 from corekit.runs import cli, notebooks, parameters, paramspec, source_hash
 
@@ -235,14 +235,17 @@ def start_run(repo: Path, out: Path, *args: str, ready=sleeping_cell_runs) -> su
 
 def test_run_is_published_whole_and_removes_stale_figures(repo, good_run):
     out, first = good_run
-    assert sorted(first) == [f"{NAME}.ipynb", f"{NAME}.metrics.json"] + [f"figures/{NAME}/figure_{k}.png"
-                                                                          for k in range(3)]
+    record = record_name(NAME)                                 # what the run wrote, all a later run may replace
+    assert sorted(first) == [record, f"{NAME}.ipynb", f"{NAME}.metrics.json"] + [f"figures/{NAME}/figure_{k}.png"
+                                                                                  for k in range(3)]
     metrics = json.loads(first[f"{NAME}.metrics.json"])
     assert metrics["source_hash"] == source_hash.source_hash(notebooks.Notebook(repo, NAME), {"figures": 3})
     done = corekit("run", NAME, "-p", "figures", "1", "--out", str(out), root=repo)
     assert done.returncode == 0, done.stderr
-    assert sorted(outputs(out)) == [f"{NAME}.ipynb", f"{NAME}.metrics.json", f"figures/{NAME}/figure_0.png"]
-    assert not list(out.glob(".*")), "a private run folder or temporary file was left behind"
+    assert sorted(outputs(out)) == [record, f"{NAME}.ipynb", f"{NAME}.metrics.json", f"figures/{NAME}/figure_0.png"]
+    assert json.loads((out / record).read_text())["paths"] == [f"{NAME}.ipynb", f"{NAME}.metrics.json",
+                                                                f"figures/{NAME}", f"figures/{NAME}/figure_0.png"]
+    assert [p.name for p in out.glob(".*")] == [record], "a private run folder or temporary file was left behind"
 
 
 def test_killed_run_leaves_the_last_complete_run_intact(repo, good_run):
@@ -250,7 +253,7 @@ def test_killed_run_leaves_the_last_complete_run_intact(repo, good_run):
     proc = start_run(repo, out, "-p", "sleep_s", "60", "-p", "figures", "1")
     proc.kill()                                              # SIGKILL: no chance to clean up
     proc.communicate()
-    assert {k: v for k, v in outputs(out).items() if not k.startswith(".")} == before
+    assert {k: v for k, v in outputs(out).items() if not k.startswith(f".{NAME}.running-")} == before
     done = corekit("run", NAME, "-p", "figures", "0", "--out", str(out), root=repo)   # the next run tidies up
     assert done.returncode == 0, done.stderr
     assert not list(out.glob(f".{NAME}.running-*"))
@@ -268,7 +271,8 @@ def test_interrupted_run_is_kept_as_such_in_one_line(repo, good_run):
     assert "Traceback" not in err
     after = outputs(out)
     assert "sleeping" in after.pop(f"{NAME}.interrupted.ipynb").decode()
-    assert after == before
+    assert f"{NAME}.interrupted.ipynb" in json.loads(after[record_name(NAME)])["paths"]     # a later run replaces it
+    assert unrecorded(after, NAME) == unrecorded(before, NAME)
 
 
 def test_ctrl_c_while_the_kernel_starts_is_one_line_too(repo, good_run):
@@ -282,7 +286,7 @@ def test_ctrl_c_while_the_kernel_starts_is_one_line_too(repo, good_run):
     assert "Traceback" not in err
     after = outputs(out)
     after.pop(f"{NAME}.interrupted.ipynb", None)
-    assert after == before
+    assert unrecorded(after, NAME) == unrecorded(before, NAME)
 
 
 def test_failed_and_timed_out_runs_are_kept_as_failed(repo, good_run):
@@ -295,7 +299,8 @@ def test_failed_and_timed_out_runs_are_kept_as_failed(repo, good_run):
     assert f"{NAME}: a cell ran longer than --cell-timeout 3 s" in done.stderr
     after = outputs(out)
     assert "sleeping" in after.pop(f"{NAME}.failed.ipynb").decode()
-    assert after == before
+    assert f"{NAME}.failed.ipynb" in json.loads(after[record_name(NAME)])["paths"]
+    assert unrecorded(after, NAME) == unrecorded(before, NAME)
 
 
 # --------------------------------------------------------------------------------------------

@@ -157,6 +157,19 @@ def test_power_law_aic_null_favours_the_power_law_on_power_law_data():
         sc.power_law_aic_null(p[:2], tau[:2])
 
 
+def test_log_law_aic_null_favours_the_log_law_on_log_law_data():
+    from corekit import scaling as sc
+    p = np.array([31.0, 43, 53, 61, 79, 89, 101])
+    tau = sc.log_law(p, 500.0, 24.0) * np.exp([0.01, -0.01, 0.005, 0.0, -0.005, 0.01, -0.01])
+    draws = sc.log_law_aic_null(p, tau, n_draws=50, seed=1)
+    assert draws.shape == (50,)
+    assert np.mean(draws[np.isfinite(draws)] <= 0) > 0.8          # the comparison can see a pole in such data
+    power = 4000.0 * p ** -2.0 * np.exp([0.01, -0.01, 0.005, 0.0, -0.005, 0.01, -0.01])
+    assert sc.aic_difference(p, power) > np.nanpercentile(sc.log_law_aic_null(p, tau, n_draws=50, seed=1), 95)
+    with pytest.raises(ValueError, match="at least 3 points"):
+        sc.log_law_aic_null(p[:2], tau[:2])
+
+
 def test_permuted_points_keeps_counts_and_the_pooled_times():
     from corekit import scaling as sc
     points = {1.0: np.array([1.0, 2.0]), 2.0: np.array([3.0]), 3.0: np.array([4.0, 5.0, 6.0])}

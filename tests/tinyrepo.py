@@ -83,6 +83,16 @@ def write_paper_profile(root: Path, name: str, values: dict) -> Path:
     return path
 
 
+def record_name(name: str) -> str:
+    """Return the file name of the record of what the runs of ``name`` wrote into their output folder."""
+    return f".{name}.written-by-corekit.json"
+
+
+def unrecorded(files: dict[str, bytes], name: str) -> dict[str, bytes]:
+    """Return an output folder's ``files`` (path -> content) without the record of what the runs of ``name`` wrote."""
+    return {path: data for path, data in files.items() if path != record_name(name)}
+
+
 def make_repo(root: Path, notebooks: dict[str, str]) -> Path:
     """Return ``root`` made a minimal book (``_toc.yml``, ``notebooks/``) holding ``notebooks``."""
     root.mkdir(parents=True, exist_ok=True)
@@ -174,3 +184,18 @@ def absolute_paths(folder: Path, html_text=None, skip: tuple[str, ...] = ("_stat
         texts = [MYST_ROLE.sub("", text) for text in texts]              # {doc}`/book/page`: a link, not a path
         found += [f"{path.relative_to(folder)}: {m.group(0)}" for text in texts for m in ABSOLUTE.finditer(text)]
     return found
+
+
+def one_line(err: str, *parts: str) -> str:
+    """Return ``err`` after asserting that it is one line ``corekit: error: ...`` holding every one of ``parts``."""
+    assert err.count("\n") == 1 and err.startswith("corekit: error: ") and "Traceback" not in err, err
+    for part in parts:
+        assert part in err, err
+    return err
+
+
+def refused(capsys, monkeypatch, root: Path, *args: str) -> str:
+    """Return the one error line of ``corekit ARGS`` on ``root``, after asserting exit status 2."""
+    code, _, err = run_in_process(capsys, monkeypatch, root, *args)
+    assert code == 2, err
+    return one_line(err)

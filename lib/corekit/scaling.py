@@ -145,6 +145,22 @@ def power_law_aic_null(p, tau, n_draws: int = 200, seed: int = 0) -> np.ndarray:
     return np.array([aic_difference(p, np.exp(base + scale * rng.standard_normal(len(p)))) for _ in range(n_draws)])
 
 
+def log_law_aic_null(p, tau, n_draws: int = 200, seed: int = 0) -> np.ndarray:
+    """Return :func:`aic_difference` (n_draws,) on data drawn from the log law fitted to p, τ (n,), n ≥ 3, with its pole.
+
+    The power of the comparison the other way: each draw is the fitted −Ω log(1 − p_c/p) times exp(Gaussian noise)
+    whose scale is that fit's residual scatter in log τ (√(RSS / (n − 2))); draws where the log law fails are NaN.
+    A positive difference (the power law preferred) is rare on these draws when the comparison can reject the log law.
+    """
+    p, tau = _check_xy(p, tau)
+    if len(p) < 3:
+        raise ValueError(f"a scatter estimate needs at least 3 points, got {len(p)}")
+    base = np.log(log_law_fit(p, tau).predict(p))
+    scale = float(np.sqrt(np.sum((np.log(tau) - base) ** 2) / (len(p) - 2)))
+    rng = np.random.default_rng(seed)
+    return np.array([aic_difference(p, np.exp(base + scale * rng.standard_normal(len(p)))) for _ in range(n_draws)])
+
+
 def collapse_ratio(points: Mapping[tuple[float, float], np.ndarray]) -> float:
     """Return max / min over points {(p, ω): τ (n,)} of the geometric mean of τ·ω·p (points without a positive τ skipped)."""
     means = [float(np.exp(np.log(t[t > 0]).mean())) * p * w for (p, w), t in

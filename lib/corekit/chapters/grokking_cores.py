@@ -21,6 +21,7 @@ from torch import Tensor
 
 from corekit.ace import (
     Core,
+    class_means,
     energy_rank,
     extract,
     first_rank,
@@ -33,6 +34,7 @@ from corekit.ace import (
     unit_circle_fraction,
 )
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
+from corekit.fourier import fourier_power
 from corekit.models import BatchedTransformer, TransformerConfig
 
 #: The analyses :func:`last_token_summary` runs.
@@ -59,7 +61,8 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     the M models): ``energy``, ``sufficient`` and ``necessary`` ranks (the authors': operational),
     ``necessary_strict`` and ``sufficient_strict`` (before the floor; = the others for corekit),
     ``fit_rank``, the operator's ``eigs`` (np.ndarray each), ``r2``, ``circle`` (fraction on the unit
-    circle), ``modes`` (distinct frequency bins), ``spectrum`` (σ²/σ₀², np.ndarray (D,) each), and
+    circle), ``modes`` (distinct frequency bins of the fit), ``fourier_modes`` (:func:`fourier_mode_count` of the
+    class means the fit uses, no fit involved), ``spectrum`` (σ²/σ₀², np.ndarray (D,) each), and
     ``core`` (the :class:`corekit.ace.Core`, its mean zero where the ablations use none) with ``fit_on``
     ("all" or "test") for controls at the same rank.
     """
@@ -100,12 +103,14 @@ def last_token_summary(model, train_x: Tensor, test_x: Tensor, test_y: Tensor, a
     h_fit, y_fit = (h_test, test_y) if authors else (h_all, all_labels)
     z_fit = core.coordinates(h_fit, int(fit_rank.max()))                 # (M, N, r_max): each model its own core
     fits = [shift_operator(z_fit[m, :, :int(fit_rank[m])], y_fit, p) for m in range(h_fit.shape[0])]
+    means = [class_means(z_fit[m, :, :int(fit_rank[m])], y_fit, p) for m in range(h_fit.shape[0])]   # (p, r_m) each
     energy = core.sigma.double() ** 2
     return {"energy": rank.tolist(), "sufficient": sufficient.tolist(), "necessary": necessary.tolist(),
             "sufficient_strict": sufficient_strict.tolist(), "necessary_strict": necessary_strict.tolist(),
             "fit_rank": fit_rank.tolist(), "eigs": [f.eigenvalues for f in fits], "r2": [f.r2 for f in fits],
             "circle": [unit_circle_fraction(f.eigenvalues, p) for f in fits],
             "modes": [len(frequency_modes(f.eigenvalues, p)) for f in fits],
+            "fourier_modes": [fourier_mode_count(mu) for mu in means],
             "spectrum": list((energy / energy[:, :1].clamp_min(1e-300)).cpu().numpy()),
             "core": core, "fit_on": "test" if authors else "all"}
 
@@ -175,9 +180,93 @@ def grokking_points(checkpoints: Sequence[int], test_acc: Tensor, train_acc: Ten
                           seed_memorised=[_first_at(train_acc[:, m].tolist(), GROKKING_THRESHOLD) for m in range(S)])
 
 
+#: The share of the class means' non-constant Fourier power that :func:`fourier_mode_count` asks its modes to hold.
+MODE_POWER_SHARE = 0.9
+
+
+def fourier_mode_count(means: Tensor, share: float = MODE_POWER_SHARE) -> int:
+    """Return the fewest frequencies k ≥ 1 of Z_p whose Fourier power holds ``share`` of the class means' (p, r).
+
+    The means are indexed by the answer c = 0 … p − 1; the power at k (:func:`corekit.fourier.fourier_power`) is that
+    of the cos/sin pair k over c, summed over the r core directions; the constant (k = 0) is left out. A core that
+    computes with a few rotations c ↦ c + 1 puts its power at those few k; means that depend on c arbitrarily (an
+    untrained model) spread it over most of the ⌊p/2⌋ frequencies. No shift operator is fitted, so the count has no
+    cap from a fit's rank.
+    """
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
+    full = fourier_power(means)                                          # (⌊p/2⌋ + 1,)
+    power, total = full[1:], float(full[1:].sum())
+    if total <= 1e-12 * float(full.sum()):                               # means that do not depend on c
+        return 0
+    held = torch.cumsum(power.sort(descending=True).values, 0) / total
+    return int(torch.searchsorted(held, torch.tensor(share * (1 - 1e-12), dtype=held.dtype))) + 1
+
+
+def settle_checkpoint(ranks: Sequence[float], i_grok: int, tol: float = 1, after: int = 5) -> int | None:
+    """Return the first checkpoint index from which ``ranks`` (C,) stays within ``tol`` of ``ranks[i_grok]`` through
+    grokking and the ``after`` checkpoints that follow it (None: it does not stay there even after grokking)."""
+    ranks = np.asarray(ranks, dtype=float)
+    if ranks.ndim != 1 or not 0 <= i_grok < len(ranks):
+        raise ValueError(f"ranks must be (C,) and i_grok an index into it, got shape {ranks.shape} and {i_grok!r}")
+    end = min(len(ranks) - 1, i_grok + after)
+    close = np.abs(ranks[:end + 1] - ranks[i_grok]) <= tol
+    if not close[i_grok:].all():
+        return None
+    start = i_grok
+    while start > 0 and close[start - 1]:
+        start -= 1
+    return start
+
+
+def crystallization_gaps(energy: np.ndarray, seed_grok: Sequence[int | None], seed_memorised: Sequence[int | None],
+                         tol: float = 1, after: int = 5) -> tuple[list[int | None], list[int | None], list[int | None]]:
+    """Return, per model m of ``energy`` (C, S), (checkpoints between the settle checkpoint and m's grokking checkpoint,
+    the same from m's memorisation checkpoint, the settle checkpoint itself), None where undefined.
+
+    The settle checkpoint (:func:`settle_checkpoint`) is the first from which the energy rank stays within ``tol`` of
+    its value at m's grokking checkpoint; "the core crystallizes at grokking" puts it near grokking, a rank that is
+    set by memorisation puts it near memorisation.
+    """
+    settle = [None if g is None else settle_checkpoint(energy[:, m], g, tol, after) for m, g in enumerate(seed_grok)]
+    gap = lambda j, i: None if j is None or i is None else abs(j - i)  # noqa: E731
+    return ([gap(j, g) for j, g in zip(settle, seed_grok)], [gap(j, i) for j, i in zip(settle, seed_memorised)], settle)
+
+
+def seed_values(labels: Sequence[str], values: Sequence) -> dict:
+    """Return {label: value} over the models, floats rounded to 3 decimals, integers, booleans and None kept."""
+    if len(labels) != len(values):
+        raise ValueError(f"one value per model needed: {len(labels)} labels, {len(values)} values")
+    return {k: round(float(v), 3) if isinstance(v, (float, np.floating)) else
+            int(v) if isinstance(v, (np.integer,)) else bool(v) if isinstance(v, np.bool_) else v
+            for k, v in zip(labels, values)}
+
+
+def regime_reason(values: dict, bound, regimes: Sequence[tuple[str, dict]] = (),
+                  undefined: tuple[str, dict] | None = None) -> str | None:
+    """Return why a claim over models is undecided, or None when it is decided.
+
+    ``values`` {model: value} is tested with ``bound.test``; ``regimes`` are (what the regime is, {model: whether it
+    is in it}) in order of preference; ``undefined`` is one more such pair, for models whose statistic the run cannot
+    define (e.g. a seed that never grokked), undecided whether its value passes or not. The claim is undecided when
+    every failing model is in one of the regimes (or in ``undefined``) and some model is failing or undefined; the
+    reason names each such model with its regime. A failing model outside them makes it a fail, and no failing or
+    undefined model leaves the verdict to the value and its nulls.
+    """
+    undefined_models = [m for m in values if undefined is not None and undefined[1].get(m)]
+    failing = [m for m, v in values.items() if not bound.test(v) and m not in undefined_models]
+    named: dict[str, list] = {undefined[0]: undefined_models} if undefined_models else {}
+    for m in failing:
+        what = next((what for what, members in regimes if members.get(m)), None)
+        if what is None:
+            return None
+        named.setdefault(what, []).append(m)
+    return "; ".join(f"{what} for {', '.join(map(str, ms))}" for what, ms in named.items()) or None
+
+
 #: The keys of :func:`last_token_summary` that :class:`CheckpointCores` tabulates as ranks, and as the operator fit.
 RANK_KEYS = ("energy", "sufficient", "necessary", "fit_rank")
-FIT_KEYS = ("circle", "modes", "r2")
+FIT_KEYS = ("circle", "modes", "r2", "fourier_modes")
 
 
 @dataclass(frozen=True)
@@ -214,8 +303,9 @@ def cores_at_checkpoints(model, snapshots: dict[int, dict[str, Tensor]], checkpo
 
 
 def shift_fit(core: Core, h: Tensor, labels: Tensor, rank: int, m: int, p: int,
-              shuffle_seed: int | None = None) -> tuple[float, float, int]:
-    """Return (R², unit-circle fraction, distinct frequency modes) of the shift-operator fit of model m.
+              shuffle_seed: int | None = None) -> tuple[float, float, int, int]:
+    """Return (R², unit-circle fraction, distinct frequency modes, Fourier modes of the class means) of the
+    shift-operator fit of model m (the last by :func:`fourier_mode_count`, without the fit).
 
     The fit (:func:`~corekit.ace.shift_operator`) is on model m's top-``rank`` coordinates of ``core`` of the
     states ``h`` (M, N, D), grouped by ``labels`` (N,) into p classes; ``shuffle_seed`` permutes the labels
@@ -223,8 +313,10 @@ def shift_fit(core: Core, h: Tensor, labels: Tensor, rank: int, m: int, p: int,
     """
     if shuffle_seed is not None:
         labels = labels[torch.randperm(len(labels), generator=torch.Generator().manual_seed(shuffle_seed)).to(labels.device)]
-    f_ = shift_operator(core.coordinates(h, rank)[m], labels, p)
-    return f_.r2, unit_circle_fraction(f_.eigenvalues, p), len(frequency_modes(f_.eigenvalues, p))
+    z = core.coordinates(h, rank)[m]                                                   # (N, rank)
+    f_ = shift_operator(z, labels, p)
+    return (f_.r2, unit_circle_fraction(f_.eigenvalues, p), len(frequency_modes(f_.eigenvalues, p)),
+            fourier_mode_count(class_means(z, labels, p)))
 
 
 def control_cases(i_grok: int, i_before: int, final: int) -> dict[str, tuple[int, int, bool]]:
@@ -239,8 +331,9 @@ def control_cases(i_grok: int, i_before: int, final: int) -> dict[str, tuple[int
 
 def exact_fit_controls(model, snapshots: dict[int, dict[str, Tensor]], checkpoints: Sequence[int], data: Sequence[Tensor],
                        runs: dict[str, dict[str, list]], cases: dict[str, tuple[int, int, bool]], n_models: int,
-                       analyses: Sequence[str] = ANALYSES) -> dict[str, dict[str, list[tuple[float, float, int]]]]:
-    """Return {analysis: {case: [(R², circle fraction, modes) of each of the first ``n_models`` models]}}.
+                       analyses: Sequence[str] = ANALYSES) -> dict[str, dict[str, list[tuple[float, float, int, int]]]]:
+    """Return {analysis: {case: [:func:`shift_fit` (R², circle fraction, modes, Fourier modes) of each of the first
+    ``n_models`` models]}}.
 
     Each case (:func:`control_cases`) fits the shift operator (:func:`shift_fit`) on the last-token states of
     the model at its checkpoint, in the core ``runs[analysis]["core"]`` of that checkpoint, at the fit rank of
@@ -250,7 +343,7 @@ def exact_fit_controls(model, snapshots: dict[int, dict[str, Tensor]], checkpoin
     """
     states = {}
 
-    def fit_at(i: int, m: int, rank: int, analysis: str, shuffle_seed: int | None) -> tuple[float, float, int]:
+    def fit_at(i: int, m: int, rank: int, analysis: str, shuffle_seed: int | None) -> tuple[float, float, int, int]:
         x_fit, y = (data[1], data[2]) if analysis == "authors" else (data[3], data[4])
         if (i, analysis) not in states:
             model.load_state_dict(snapshots[checkpoints[i]])

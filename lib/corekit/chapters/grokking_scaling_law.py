@@ -378,6 +378,39 @@ def run_both_sweeps(p_specs: Sequence[RunSpec], omega_specs: Sequence[RunSpec], 
     return p_runs, omega_runs, list({id(r): r for r in p_runs + omega_runs}.values())
 
 
+def far_moduli(p_values: Iterable[float], p_c: float, factor: float = 3.0) -> list[float]:
+    """Return the moduli at least ``factor`` × p_c (sorted), where τ(p) = −Ω log(1 − p_c/p) is within a few per cent
+    of Ω p_c/p and the paper's τ ∝ 1/p applies; none when p_c is not a finite positive number."""
+    if not (isinstance(p_c, (int, float)) and math.isfinite(p_c) and p_c > 0):
+        return []
+    return sorted(float(x) for x in p_values if x >= factor * p_c)
+
+
+def times_per_point(runs: Sequence[RunResult], key: str = "p") -> list[dict]:
+    """Return one row per value of ``key`` over ``runs``: the geometric means of t_train, t_test and τ over the grokked
+    runs, and how many of the point's runs grokked (rows sorted by the value)."""
+    gm = lambda v: float(np.exp(np.log(np.asarray(v, dtype=float)).mean())) if v else None  # noqa: E731
+    rows = []
+    for x in sorted({getattr(r, key) for r in runs}):
+        done = [r for r in runs if getattr(r, key) == x and not r.censored and r.tau > 0]
+        rows.append({key: x, "t_train": gm([r.t_train for r in done]), "t_test": gm([r.t_test for r in done]),
+                     "tau": gm([r.tau for r in done]), "grokked": len(done),
+                     "runs": sum(getattr(r, key) == x for r in runs)})
+    return rows
+
+
+def two_point_exponent(rows: Sequence[dict], moduli: Sequence[float], column: str = "tau") -> float | None:
+    """Return the power-law exponent of ``column`` between the two ``moduli`` from :func:`times_per_point` rows
+    (log ratio over log ratio), None when either point has no grokked run."""
+    if len(moduli) != 2:
+        raise ValueError(f"two moduli needed, got {list(moduli)!r}")
+    by_p = {row["p"]: row[column] for row in rows}
+    lo, hi = (by_p.get(x) for x in moduli)
+    if lo is None or hi is None or lo <= 0 or hi <= 0:
+        return None
+    return float(np.log(hi / lo) / np.log(moduli[1] / moduli[0]))
+
+
 def power_law_exponent(x, tau) -> float:
     """Return the exponent k of the least-squares power law τ ≈ c x^k through x (n,) and τ (n,)."""
     return scaling.power_law_fit(x, tau).params["k"]

@@ -10,6 +10,7 @@ computes, and are left out of it (:data:`.source_hash.NOT_HASHED`).
 :mod:`.claims`        the notebook's half of the run record: claims as tests with nulls, the metrics file
 :mod:`.cli`           the ``corekit`` command (run, book, list): parses a request, resolves it once
 :mod:`.execute`       runs one notebook through papermill into a private folder and swaps its outputs in
+:mod:`.owned`         what a command may delete or replace: only what it made, never through a link
 :mod:`.notebooks`     the book's root, its notebooks, their table of contents and what each chapter declares
 :mod:`.parameters`    a notebook's parameters cell, its profiles, the effective parameters of a run
 :mod:`.paramspec`     what each parameter accepts, checked by ``corekit run`` and inside the notebook

@@ -14,8 +14,10 @@ output and, on success only, swaps ``NAME.ipynb``, ``figures/NAME/`` and then ``
 undoing every move if one fails. A failed, interrupted (Ctrl-C) or stopped (SIGTERM) run is kept as
 ``NAME.failed.ipynb`` or ``NAME.interrupted.ipynb`` and leaves the last complete run in place. ``--out``
 may not be the repository root nor lie in its notebooks/, lib/, results/, book/, .git/ or any other folder
-git tracks. ``book`` reuses executed notebooks whose ``source_hash`` still matches (re-executing a corrupt
-one) and builds static HTML. ``--publish`` and ``book --published`` are the published edition
+git tracks (nor may ``book --out`` and ``--executed``); a run replaces only what runs of the notebook wrote there
+(their record) and a build only the source/ and _build/ an earlier build made (their markers), never through a
+symbolic link (:mod:`corekit.runs.owned`). ``book`` reuses executed notebooks whose ``source_hash`` still matches
+(re-executing a corrupt one) and builds static HTML. ``--publish`` and ``book --published`` are the published edition
 (:mod:`corekit.runs.publish`, ``results/``); ``--publish`` replaces no published run of a larger profile
 (quick < cpu < paper) unless ``--force``, checked again under a lock on results/ as the run is swapped in.
 """
@@ -32,11 +34,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from corekit.runs.errors import CorekitError, Interrupted, Problems
-from corekit.runs.execute import Outputs, SigTerm, Terminated, execute, prepare_out, sigterm_raises, summary
+from corekit.runs.execute import Outputs, SigTerm, Terminated, check_outputs, execute, prepare_out, sigterm_raises, summary
 from corekit.runs.notebooks import PROFILES, Notebook, find_root, get_notebook, notebook_names, toc_files, toc_notebooks
-from corekit.runs.parameters import check_chapter, effective_parameters, parse_value, read_parameters
+from corekit.runs.parameters import check_chapter, check_compiles, effective_parameters, parse_value, read_parameters
 from corekit.runs.paramspec import expand_user
-from corekit.runs.site import build_html, stage_book
+from corekit.runs.site import build_html, check_book_out, marking, stage_book
 from corekit.runs.source_hash import source_hash
 
 #: Folders of the repository that ``--out`` may not be or lie in, and why.
@@ -45,6 +47,9 @@ PROTECTED = {"notebooks": "the notebooks' sources", "lib": "the library",
              ".git": "git's own files"}
 #: The longest --cell-timeout, in seconds (about 31 years); larger values overflow the kernel client's timers.
 MAX_CELL_TIMEOUT_S = 10**9
+#: Bytes an output folder's path leaves for the names of what is written inside it (the private run folder, a
+#: notebook's figures folder and figure files; a book's source/ and _build/html pages).
+PATH_ROOM = 256
 
 
 
@@ -60,7 +65,8 @@ def default_dir(root: Path, kind: str, profile: str) -> Path:
 
 def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: float | None = None,
             publish: bool = False, force: bool = False) -> int:
-    """Run every notebook in order, each ``-p`` going to the notebooks that declare it; 1 if any failed.
+    """Run every notebook in order (at the cpu or paper profile: every notebook that has one, saying which it skips),
+    each ``-p`` going to the notebooks that declare it; 1 if any failed.
 
     Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
     starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``.
@@ -68,9 +74,15 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     names = notebook_names(root)
     if not names:
         raise CorekitError(f"no notebooks to run: {root / 'notebooks'} holds no NN_name.py")
-    declared = {name: read_parameters(Notebook(root, name)) for name in names}
-    unknown = [k for k in overrides if not any(k in params for params in declared.values())]
+    names, skipped = with_profile(root, names, profile)
+    declared = {name: read_parameters(Notebook(root, name)) for name in names + skipped}
+    unknown = [k for k in overrides if not any(k in declared[name] for name in names)]
     if unknown:
+        only_skipped = [k for k in unknown if any(k in declared[name] for name in skipped)]
+        if only_skipped:
+            raise CorekitError(f"-p {only_skipped[0]}: only notebooks without a {profile} profile declare it "
+                               f"({', '.join(n for n in skipped if only_skipped[0] in declared[n])}), and run all "
+                               f"--profile {profile} skips them; run that notebook on its own")
         valid = sorted({p for params in declared.values() for p in params})
         raise CorekitError(f"unknown parameter {', '.join(map(repr, unknown))} (from -p): no notebook declares "
                            f"it; valid parameters: {', '.join(valid) or '(none)'}")
@@ -82,6 +94,11 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     if publish:
         check_publishable(root, names, profile, force)
     out = prepare_out(out)
+    check_outputs(out, names)
+    if skipped:
+        print(f"run all --profile {profile}: running the {len(names)} notebooks with a {profile} profile "
+              f"({', '.join(names)}); skipping {', '.join(skipped)} (no notebooks/params/{profile}/NAME.yaml)",
+              flush=True)
     failed = []
     for name in names:
         try:
@@ -97,6 +114,18 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
         print(f"corekit: {len(failed)} of {len(names)} notebooks failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def with_profile(root: Path, names: list[str], profile: str) -> tuple[list[str], list[str]]:
+    """Return (the notebooks of ``names`` that have ``profile``, those that do not): every one has quick, its defaults;
+    raise when none has it."""
+    if profile == "quick":
+        return names, []
+    having = [name for name in names if Notebook(root, name).profile_file(profile).is_file()]
+    if not having:
+        raise CorekitError(f"no notebook has a {profile} profile (notebooks/params/{profile}/NAME.yaml); "
+                           f"profiles: {', '.join(PROFILES)}")
+    return having, [name for name in names if name not in having]
 
 
 def published_record(root: Path, name: str) -> tuple[str, str] | None:
@@ -147,27 +176,54 @@ def publish_executed(root: Path, name: str, out: Path, profile: str, force: bool
         print(f"{name}: replaced the published {previous[0]}-profile run (commit {previous[1]})", flush=True)
 
 
-def checked_out(root: Path, text: str | None, profile: str) -> Path:
-    """Return the ``--out`` folder (default _build/executed/PROFILE); raise unless it is a folder outside the sources."""
+def checked_out(root: Path, text: str | None, profile: str, option: str = "--out", kind: str = "executed") -> Path:
+    """Return the folder ``option`` names (default _build/KIND/PROFILE); raise unless it is a folder outside the sources:
+    not the repository root, nor in .git/ or a folder git tracks."""
+    example = f"_build/{kind}/{profile}"
     if text is None:
-        return default_dir(root, "executed", profile)
+        return default_dir(root, kind, profile)
     if not text.strip():
-        raise CorekitError(f"--out {text!r}: an empty path; name a folder, e.g. --out _build/executed/{profile}")
+        raise CorekitError(f"{option} {text!r}: an empty path; name a folder, e.g. {option} {example}")
     try:
         out = expand_user(text).absolute().resolve()
-    except ValueError as err:
-        raise CorekitError(f"--out {text!r}: {err}") from None
+    except (ValueError, OSError) as err:
+        raise CorekitError(f"{option} {text!r}: {err}") from None
+    check_path_length(option, out)
     if out == root:
-        raise CorekitError(f"--out {out}: the repository root; name a folder of its own, e.g. _build/executed/{profile}")
+        raise CorekitError(f"{option} {out}: the repository root; name a folder of its own, e.g. {example}")
     for folder, what in PROTECTED.items():
         if out.is_relative_to(root / folder):
-            raise CorekitError(f"--out {out}: inside {folder}/ ({what}); name a folder outside "
+            raise CorekitError(f"{option} {out}: inside {folder}/ ({what}); name a folder outside "
                                f"{', '.join(f + '/' for f in PROTECTED)} and every folder git tracks")
     tracked = tracked_folder(root, out)
     if tracked:
-        raise CorekitError(f"--out {out}: inside {tracked}/, a folder of the repository that git tracks; name a folder "
-                           f"git ignores or one outside the repository, e.g. _build/executed/{profile}")
+        raise CorekitError(f"{option} {out}: inside {tracked}/, a folder of the repository that git tracks; name a "
+                           f"folder git ignores or one outside the repository, e.g. {example}")
     return out
+
+
+def check_path_length(option: str, out: Path) -> None:
+    """Raise naming ``option`` when a name in the folder ``out`` is longer than its file system takes, or the path
+    leaves less than :data:`PATH_ROOM` bytes of its longest path for the files a run or build writes inside."""
+    existing = next((folder for folder in (out, *out.parents) if os.path.isdir(folder)), Path("/"))
+    name_max, path_max = (limit(existing, key, default) for key, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)))
+    shown = "/".join(part if len(part) <= 40 else f"{part[:20]}…{part[-8:]}" for part in out.parts).replace("//", "/", 1)
+    long = next((part for part in out.parts if len(os.fsencode(part)) > name_max), None)
+    if long is not None:
+        raise CorekitError(f"{option} {shown}: a folder name of {len(os.fsencode(long))} bytes ({long[:20]}…); this "
+                           f"file system takes names of at most {name_max} bytes; name a shorter folder")
+    if len(os.fsencode(str(out))) + PATH_ROOM > path_max:
+        raise CorekitError(f"{option} {shown}: a path of {len(os.fsencode(str(out)))} bytes; the files written inside "
+                           f"need it under {path_max - PATH_ROOM} bytes ({path_max}, this file system's longest path, "
+                           f"less {PATH_ROOM} for their names); name a shorter folder")
+
+
+def limit(folder: Path, key: str, default: int) -> int:
+    """Return the file-system limit ``key`` of os.pathconf at ``folder`` (``default`` where it is not known)."""
+    try:
+        return os.pathconf(folder, key)
+    except (OSError, ValueError, AttributeError):
+        return default
 
 
 def tracked_folder(root: Path, out: Path) -> str | None:
@@ -263,37 +319,59 @@ def cmd_book(args: argparse.Namespace) -> int:
     from corekit.runs import publish
 
     root = find_root()
+    for name in toc_notebooks(root):                                   # a .py that does not compile: one line, first
+        check_compiles(Notebook(root, name))
     if args.published:
-        executed_dir = (args.executed or default_dir(root, "executed", "quick")).resolve()
-        out = prepare_out(args.out or default_dir(root, "book", "published"))
+        executed_dir = read_folder(args.executed, default_dir(root, "executed", "quick"), "--executed")
+        out = book_out(checked_out(root, args.out, "published", "--out", "book"))
         html = publish.build_published(root, out, executed_dir, fallback=args.fallback_quick)
         print(f"book: {html} (open {html / 'index.html'})")
         return 0
-    executed_dir = prepare_out(args.executed or default_dir(root, "executed", args.profile), "--executed")
-    out = prepare_out(args.out or default_dir(root, "book", args.profile))
+    executed_dir = checked_out(root, args.executed, args.profile, "--executed")   # both checked before either is made
+    out = book_out(checked_out(root, args.out, args.profile, "--out", "book"))
+    executed_dir = prepare_out(executed_dir, "--executed")
     names = toc_notebooks(root)
     for name in names:                                                 # every profile checked before any run
         check_chapter(Notebook(root, name), effective_parameters(Notebook(root, name), args.profile, {}))
+    check_outputs(executed_dir, names)                                 # and every folder, before anything is written
     for name in names:
         ensure_executed(Notebook(root, name), args.profile, executed_dir, args.cell_timeout)
     runs = {name: publish.executed_run(executed_dir, name) for name in names}
     stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
-    publish.decorate(root, stage, runs, {})
+    with marking(stage):
+        publish.decorate(root, stage, runs, {})
     html = build_html(stage, out)
     print(f"book: {html} (open {html / 'index.html'})")
     return 0
+
+
+def read_folder(text: str | None, default: Path, option: str) -> Path:
+    """Return the folder ``option`` names (``default`` without one), which the command only reads."""
+    if text is None:
+        return default
+    try:
+        return expand_user(text).absolute().resolve()
+    except ValueError as err:
+        raise CorekitError(f"{option} {text!r}: {err}") from None
+
+
+def book_out(out: Path) -> Path:
+    """Return the book's ``--out`` folder (:func:`checked_out`) made; raise first unless ``corekit book`` may replace its
+    source/ and _build/ there (made by an earlier build, no link on the way)."""
+    check_book_out(out)
+    return prepare_out(out)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``corekit list``: every notebook with its parameters and their defaults."""
     root = find_root()
     in_toc = set(f.split("/", 1)[1] for f in toc_files(root) if f.startswith("notebooks/"))
-    for name in notebook_names(root):
+    declared = {name: read_parameters(Notebook(root, name)) for name in notebook_names(root)}   # all read, then shown
+    for name, params in declared.items():
         nb = Notebook(root, name)
         notes = [f"{p} profile" if nb.profile_file(p).is_file() else f"no {p} profile" for p in PROFILES[1:]]
         notes.append("in _toc.yml" if name in in_toc else "not in _toc.yml")
         print(f"{name}  ({', '.join(notes)})")
-        params = read_parameters(nb)
         width = max((len(p) for p in params), default=0)
         for p in params.values():
             print(f"    {p.name:<{width}} = {p.default}" + (f"  # {p.help}" if p.help else ""))
@@ -337,7 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="execute a notebook (or all) through papermill")
-    run.add_argument("notebook", metavar="NOTEBOOK|all", help="a notebook name such as 01_markov_cores, or all")
+    run.add_argument("notebook", metavar="NOTEBOOK|all", help="a notebook name such as 01_markov_cores, or all (with "
+                     "--profile cpu or paper: every notebook that has that profile, naming those it skips)")
     _add_profile(run)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a parameter; VALUE is YAML, e.g. -p seeds '[0, 1]' (overrides the profile)")
@@ -351,8 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
     _add_profile(book)
-    book.add_argument("--out", type=Path, metavar="DIR", help="book output folder (default _build/book/PROFILE)")
-    book.add_argument("--executed", type=Path, metavar="DIR",
+    book.add_argument("--out", metavar="DIR", help="book output folder (default _build/book/PROFILE; checked as run "
+                      "--out is; the build replaces its source/ and _build/ there only when an earlier build made them)")
+    book.add_argument("--executed", metavar="DIR",
                       help="executed notebooks to reuse (default _build/executed/PROFILE; with --published, "
                            "the quick runs shown beside the published ones: _build/executed/quick)")
     book.add_argument("--published", action="store_true",

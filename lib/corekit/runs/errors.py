@@ -26,3 +26,12 @@ class Problems(CorekitError):
     def __init__(self, problems: list[str]):
         super().__init__("\n".join(problems))
         self.problems = list(problems)
+
+
+def syntax_error(path: object, err: SyntaxError, line: int | None = None, what: str = "does not compile") -> CorekitError:
+    """Return the one-line error for the Python source ``path`` that does not parse: its file, its ``line`` (default:
+    the error's own), what Python says and the line itself, shortened."""
+    line = line if line is not None else err.lineno
+    text = (err.text or "").strip()
+    shown = f": {text[:80] + ('…' if len(text) > 80 else '')!r}" if text else ""
+    return CorekitError(f"{path}{f', line {line}' if line else ''}: {what} ({err.msg}){shown}; fix that line")

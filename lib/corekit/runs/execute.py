@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, NoReturn
 
+from corekit.runs import owned
 from corekit.runs.claims import VERDICT_STYLE, verdict_of
-from corekit.runs.errors import CorekitError, ExecutionFailed, Interrupted
+from corekit.runs.errors import CorekitError, ExecutionFailed, Interrupted, Problems
 from corekit.runs.notebooks import Notebook
 from corekit.runs.paramspec import OUTPUT_DIR, expand_user
 from corekit.runs.source_hash import source_hash
@@ -212,6 +213,18 @@ class Outputs:
         """The name a partially executed notebook is kept under: NAME.failed.ipynb or NAME.interrupted.ipynb."""
         return self.folder / f"{self.name}.{how}.ipynb"
 
+    @property
+    def record(self) -> Path:
+        """The record of what the runs of this notebook wrote into ``folder``: all that a later run may replace."""
+        return self.folder / f".{self.name}.written-by-corekit.json"
+
+    @property
+    def replaceable(self) -> tuple[tuple[Path, bool], ...]:
+        """What a run replaces or deletes in ``folder``, each with whether it is a folder: the previous run's notebook,
+        metrics and figures, and the kept unfinished notebooks."""
+        return ((self.ipynb, False), (self.metrics, False), (self.figures, True), (self.unfinished("failed"), False),
+                (self.unfinished("interrupted"), False))
+
 
 def prepare_out(out: Path, option: str = "--out") -> Path:
     """Return ``out`` made absolute and created; raise naming ``option`` unless files can be written there."""
@@ -219,9 +232,9 @@ def prepare_out(out: Path, option: str = "--out") -> Path:
         out = expand_user(str(out)).absolute()
     except ValueError as err:
         raise CorekitError(f"{option} {out}: {err}") from None
-    if out.exists() and not out.is_dir():
-        raise CorekitError(f"{option} {out}: exists and is not a folder")
     try:
+        if out.exists() and not out.is_dir():
+            raise CorekitError(f"{option} {out}: exists and is not a folder")
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
@@ -234,11 +247,13 @@ STAGING = re.compile(r"\.(?P<name>\w+)\.running-(?P<pid>\d+)-\w+")
 
 
 def remove_abandoned_staging(out: Path, name: str) -> None:
-    """Delete private run folders of ``name`` in ``out`` left by a corekit process that no longer exists."""
+    """Delete private run folders of ``name`` in ``out`` (marked as made by corekit run) left by a corekit process that
+    no longer exists."""
     for folder in out.glob(f".{name}.running-*"):
         m = STAGING.fullmatch(folder.name)
-        if m and m["name"] == name and not process_exists(int(m["pid"])):
-            shutil.rmtree(folder, ignore_errors=True)
+        if m and m["name"] == name and owned.is_marked(folder) and not process_exists(int(m["pid"])):
+            with contextlib.suppress(OSError):
+                owned.remove_tree(folder)
 
 
 def process_exists(pid: int) -> bool:
@@ -258,6 +273,7 @@ def staging_folder(out: Path, name: str) -> Iterator[Path]:
     remove_abandoned_staging(out, name)
     folder = Path(tempfile.mkdtemp(prefix=f".{name}.running-{os.getpid()}-", dir=out))
     try:
+        owned.mark(folder, "corekit run")
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -290,25 +306,120 @@ def finish_metrics(nb: Notebook, path: Path, profile: str, params: dict, runtime
 
 
 def keep_unfinished(run: Outputs, final: Outputs, how: str) -> Path | None:
-    """Return where the partially executed notebook of ``run`` was kept (``final.unfinished(how)``), None if none."""
+    """Return where the partially executed notebook of ``run`` was kept (``final.unfinished(how)``, put on record
+    first), None if none."""
     if not run.ipynb.is_file():
         return None
     kept = final.unfinished(how)
+    with contextlib.suppress(OSError):         # unrecorded, a later run refuses to replace it: nothing is lost
+        write_record(final, recorded(final) | {relative(final, kept)})
     os.replace(run.ipynb, kept)
     return kept
 
 
+def relative(outputs: Outputs, path: Path) -> str:
+    """Return ``path`` relative to the folder of ``outputs``, as the record lists it."""
+    return path.relative_to(outputs.folder).as_posix()
+
+
+def written(run: Outputs) -> set[str]:
+    """Return what the finished run in ``run`` puts into its output folder: its files and folders, relative paths."""
+    return {relative(run, item) for path in (run.ipynb, run.metrics, run.figures) if path.exists()
+            for item in owned.below(path)}
+
+
+def write_record(final: Outputs, paths: set[str]) -> None:
+    """Write the record of what the runs of ``final.name`` wrote into ``final.folder``: ``paths``, relative."""
+    write_json_atomic(final.record, {"written_by": "corekit run", "notebook": final.name, "paths": sorted(paths)})
+
+
+def recorded(final: Outputs) -> set[str]:
+    """Return what the runs of ``final.name`` wrote into ``final.folder``, from its record; without a record, the
+    complete run an earlier corekit left there (:func:`earlier_run`); nothing when the record is unreadable."""
+    if final.record.is_symlink():
+        return set()
+    try:
+        paths = json.loads(final.record.read_text())["paths"]
+    except FileNotFoundError:
+        return earlier_run(final)
+    except (OSError, ValueError, TypeError, KeyError):
+        return set()
+    return {path for path in paths if isinstance(path, str)} if isinstance(paths, list) else set()
+
+
+def earlier_run(final: Outputs) -> set[str]:
+    """Return the files of a run a corekit without records left in ``final.folder``: a metrics file of the notebook (with
+    its source hash) and the notebook and figures no newer than it, the folders in it and the unfinished notebooks
+    corekit executed (:func:`ran_here`); links excepted."""
+    try:
+        metrics = json.loads(final.metrics.read_text()) if not final.metrics.is_symlink() else None
+    except (OSError, ValueError):
+        metrics = None
+    unfinished = {relative(final, final.unfinished(how)) for how in ("failed", "interrupted")
+                  if ran_here(final.unfinished(how), final.name)}
+    if not isinstance(metrics, dict) or metrics.get("notebook") != final.name or "source_hash" not in metrics:
+        return unfinished
+    made = final.metrics.stat().st_mtime_ns
+    items = [final.metrics, final.ipynb, *(owned.below(final.figures) if final.figures.is_dir() else [])]
+    return unfinished | {relative(final, item) for item in items if item.exists() and not item.is_symlink()
+                         and (item.is_dir() or item.stat().st_mtime_ns <= made)}
+
+
+def ran_here(path: Path, name: str) -> bool:
+    """Return whether ``path`` is a plain file holding a notebook that corekit run executed for ``name`` (papermill
+    recorded its private run folder)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        output = json.loads(path.read_text())["metadata"]["papermill"]["output_path"]
+        m = STAGING.fullmatch(Path(output).parent.name)
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    return bool(m) and m["name"] == name
+
+
+def replace_problem(final: Outputs) -> str | None:
+    """Return why a run of ``final.name`` may not replace or delete what lies in ``final.folder`` (a symbolic link on
+    the way, something its runs did not write, a file where a folder belongs), or None."""
+    made: set[str] | None = None
+    for path, is_folder in final.replaceable:
+        link = owned.link_on_path(final.folder, path)
+        if link is not None:
+            return owned.link_problem(link)
+        if not path.exists():
+            continue
+        if path.is_dir() != is_folder:
+            return f"{path} is not a plain {'folder' if is_folder else 'file'}; corekit replaces only what it wrote"
+        made = recorded(final) if made is None else made
+        for item in owned.below(path):
+            if item.is_symlink():
+                return owned.link_problem(item)
+            if relative(final, item) not in made:
+                return (f"{item} was not written by corekit run (the record {final.record.name} does not list it); "
+                        "corekit replaces only what it wrote: move it away or choose another --out")
+    return None
+
+
 def check_replaceable(final: Outputs) -> None:
-    """Raise OSError unless the previous run in ``final`` is plain files and a plain folder (no links), or absent."""
-    for path, kind in ((final.ipynb, Path.is_file), (final.metrics, Path.is_file), (final.figures, Path.is_dir)):
-        if path.is_symlink() or (path.exists() and not kind(path)):
-            raise OSError(f"{path} is a symbolic link or not a plain {'folder' if kind is Path.is_dir else 'file'}; "
-                          "corekit replaces only what it wrote")
+    """Raise OSError unless a run may replace what lies in ``final.folder`` (:func:`replace_problem`)."""
+    problem = replace_problem(final)
+    if problem:
+        raise OSError(problem)
+
+
+def check_outputs(out: Path, names: list[str]) -> None:
+    """Raise, one line per notebook, unless runs of ``names`` may replace what lies in ``out`` (before any kernel)."""
+    problems = [problem for name in names if (problem := replace_problem(Outputs(out, name)))]
+    if problems:
+        raise Problems(problems)
 
 
 def commit_outputs(run: Outputs, final: Outputs) -> None:
-    """Swap a finished run in ``run`` into ``final`` (old metrics out first, new metrics in last), or undo every move."""
+    """Swap a finished run in ``run`` into ``final`` (old metrics out first, new metrics in last), or undo every move;
+    every file is on record (:attr:`Outputs.record`) before it lands, and only what is on record is replaced."""
     check_replaceable(final)
+    new = written(run)
+    write_record(final, recorded(final) | new)
     old = Outputs(run.folder / "old", run.name)
     old.figures.parent.mkdir(parents=True)
     if run.figures.exists():
@@ -327,6 +438,8 @@ def commit_outputs(run: Outputs, final: Outputs) -> None:
         raise
     for how in ("failed", "interrupted"):
         final.unfinished(how).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):         # the record above lists these and the replaced run's files too
+        write_record(final, new)
 
 
 class NotReplaced(ExecutionFailed):
@@ -348,6 +461,7 @@ def execute(nb: Notebook, profile: str, params: dict, out: Path, cell_timeout: f
     check_paired(nb)
     out = prepare_out(out)
     final = Outputs(out, nb.name)
+    check_outputs(out, [nb.name])
     shown = " ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) or "notebook defaults"
     print(f"executing {nb.name} on the {profile} profile ({shown}) -> {final.ipynb}", flush=True)
     start = time.perf_counter()

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from corekit.runs import paramspec
-from corekit.runs.errors import CorekitError
+from corekit.runs.errors import CorekitError, syntax_error
 from corekit.runs.notebooks import PROFILES, ROOT_ENV, Notebook, notebook_names
 
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -23,14 +23,17 @@ INJECTED_HEADER = "# Parameters"
 
 
 class StrictLoader(yaml.SafeLoader):
-    """yaml's safe loader, refusing a mapping that holds a key twice (the later value would win silently)."""
+    """yaml's safe loader, refusing a mapping that holds a key twice or a merge key (``<<:``, whose values a key written
+    beside it would override silently), and reading ``1e-3`` as a number (YAML 1.1 wants ``1.0e-3``)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        """Return the mapping of ``node``; raise ConstructorError at a key written twice (merged keys may repeat)."""
+        """Return the mapping of ``node``; raise ConstructorError at a key written twice or a merge key."""
         seen: dict = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
+                raise yaml.constructor.ConstructorError(None, None, "a merge key (<<) is not accepted: it can give a "
+                                                        "key a second value unseen; write each NAME: VALUE once",
+                                                        key_node.start_mark)
             key = self.construct_object(key_node, deep=deep)
             try:
                 twice = key in seen
@@ -41,6 +44,10 @@ class StrictLoader(yaml.SafeLoader):
                                                         f"{seen[key] + 1}); keep one", key_node.start_mark)
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(f"^{SCIENTIFIC.pattern}$"),
+                                   list("-+0123456789."))
 
 
 def yaml_problem(err: yaml.YAMLError) -> tuple[int | None, str]:
@@ -111,24 +118,59 @@ def notebook_source(notebook: str, start: Path | None = None) -> Path:
 
 def declared(notebook: str, start: Path | None = None) -> dict[str, Parameter]:
     """Return the parameters ``notebooks/NOTEBOOK.py`` declares in its parameters cell (empty when it has none)."""
-    source = parameters_cell(notebook_source(notebook, start))
-    return parse_parameters(source) if source is not None else {}
+    return cell_parameters(notebook_source(notebook, start))
 
 
 def read_parameters(nb: Notebook) -> dict[str, Parameter]:
     """Return the parameters the notebook declares (empty when it has no parameters cell)."""
-    source = parameters_cell(nb.py)
-    return parse_parameters(source) if source is not None else {}
+    return cell_parameters(nb.py)
+
+
+def cell_parameters(py: Path) -> dict[str, Parameter]:
+    """Return the parameters the parameters cell of the py:percent notebook ``py`` declares (empty without one); raise
+    CorekitError naming the file and line where the cell is not valid Python."""
+    source = parameters_cell(py)
+    if source is None:
+        return {}
+    try:
+        return parse_parameters(source)
+    except SyntaxError as err:
+        raise syntax_error(shown_path(py), err, file_line(py, source, err.lineno),
+                           "the parameters cell is not valid Python") from None
+
+
+def shown_path(py: Path) -> Path:
+    """Return a notebook's ``py`` as corekit names it: relative to the book's root (the folder above notebooks/)."""
+    py = Path(py)
+    return py.relative_to(py.parents[1]) if py.parent.name == "notebooks" and len(py.parents) > 1 else py
+
+
+def file_line(py: Path, cell: str, line: int | None) -> int | None:
+    """Return the line of the file ``py`` that is line ``line`` of its cell whose source is ``cell`` (None if unknown)."""
+    if line is None:
+        return None
+    text = Path(py).read_text()
+    at = text.find(cell)
+    if at < 0:
+        return None
+    return text.count("\n", 0, at) + line
+
+
+def check_compiles(nb: Notebook) -> None:
+    """Raise CorekitError naming the file and line unless the notebook's .py compiles (IPython magics are comments in a
+    py:percent file, so the file is plain Python): a syntax error refused before a kernel starts, not in its cell."""
+    try:
+        compile(nb.py.read_text(), str(nb.py), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as err:
+        raise syntax_error(shown_path(nb.py), err) from None
 
 
 def parse_value(name: str, text: str) -> Any:
-    """Return the ``-p NAME VALUE`` value parsed as YAML (lists, numbers, bools; '1e-3' is a float)."""
+    """Return the ``-p NAME VALUE`` value parsed as YAML (lists, numbers, bools; '1e-3' is a float, in a list too)."""
     try:
         value = yaml.load(text, Loader=StrictLoader)
     except yaml.YAMLError as err:
         raise CorekitError(f"-p {name}: cannot parse {text!r} as YAML ({getattr(err, 'problem', err)})") from err
-    if isinstance(value, str) and SCIENTIFIC.fullmatch(value):
-        return float(value)
     if isinstance(value, (datetime.date, datetime.datetime)):
         return text                            # YAML reads 2024-01-01 as a date; a notebook gets the text
     return value
@@ -174,20 +216,37 @@ def check_values(nb: Notebook, values: dict, origin: str) -> dict:
 
 def read_profile(nb: Notebook, profile: str) -> dict:
     """Return the values the profile file of ``nb`` sets, unchecked; raise naming the file and line when it is not
-    plain YAML (a syntax error, a tag such as ``!!python/...``, a key written twice) or not a mapping."""
+    plain YAML (a syntax error, a tag such as ``!!python/...``, a key written twice, a merge key), not a mapping, or
+    empty or cut short (:func:`incomplete_profile`)."""
     path = nb.profile_file(profile)
     where = path.relative_to(nb.root) if path.is_relative_to(nb.root) else path
     try:
-        values = yaml.load(path.read_text(), Loader=StrictLoader) or {}
+        text = path.read_text()
+        values = yaml.load(text, Loader=StrictLoader)
     except (OSError, UnicodeDecodeError) as err:
         raise CorekitError(f"{where}: cannot read it ({err})") from None
     except yaml.YAMLError as err:
         line, problem = yaml_problem(err)
         raise CorekitError(f"{where}{f', line {line}' if line else ''}: not a plain YAML mapping of NAME: VALUE "
                            f"({problem})") from None
-    if not isinstance(values, dict):
+    if values is not None and not isinstance(values, dict):
         raise CorekitError(f"{where} must hold a mapping of NAME: VALUE, got a {type(values).__name__}")
+    problem = incomplete_profile(text, values)
+    if problem:
+        raise CorekitError(f"{where}: {problem}; a profile file sets the values of its profile, one NAME: VALUE a line: "
+                           "restore it (git checkout, or the profile's values) or delete it")
     return values
+
+
+def incomplete_profile(text: str, values: dict | None) -> str | None:
+    """Return how a profile file's ``text`` (read as ``values``) is incomplete: empty (no NAME: VALUE, as an emptied
+    file or a failed write leaves it) or cut short (its last line has no line break, as a write cut off leaves it)."""
+    if not values:
+        return "sets nothing (the file is empty or holds only comments)"
+    if not text.endswith("\n"):
+        last = text.rsplit("\n", 1)[-1]
+        return f"ends without a line break, as a file cut short does (last line: {last[:60]!r})"
+    return None
 
 
 def profile_parameters(nb: Notebook, profile: str) -> dict:
@@ -222,10 +281,12 @@ def resolved_parameters(nb: Notebook, values: dict) -> dict:
 
 
 def check_chapter(nb: Notebook, values: dict) -> None:
-    """Raise unless the chapter's own rules (:mod:`corekit.runs.checks`: values that must agree with each other, the
-    memory a run needs) accept the run's ``values`` with the defaults of the parameters they leave out."""
+    """Raise unless the notebook's .py compiles (:func:`check_compiles`) and the chapter's own rules
+    (:mod:`corekit.runs.checks`: values that must agree with each other, the memory a run needs) accept the run's
+    ``values`` with the defaults of the parameters they leave out."""
     from corekit.runs import checks
 
+    check_compiles(nb)
     check = checks.CHECKS.get(nb.name)
     if check is None:
         return

@@ -4,7 +4,8 @@ Layout of ``results/`` (one folder per notebook, written by ``corekit run NAME -
 
     results/NN_name/NN_name.ipynb     the executed notebook, progress bars dropped
     results/NN_name/metrics.json      its metrics: claims, profile, parameters, runtime, environment,
-                                      source_hash, and the figures in the order they were saved
+                                      source_hash, the figures in the order they were saved, and the
+                                      digests of its claims and of its notebook's claims table
     results/NN_name/figures/*.png     its figures
 
 :func:`publish` replaces a notebook's folder only once its new run has succeeded. At book build time,
@@ -28,13 +29,14 @@ from pathlib import Path
 from typing import Collection, Iterable, Iterator
 
 from corekit import oracle
+from corekit.runs import owned, vouch
 from corekit.runs.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, verdict_of
-from corekit.runs.claims_view import claims_html
+from corekit.runs.claims_view import claims_html, model_name, models_summary, per_model_values, shorten_lists, value_summary
 from corekit.runs.errors import CorekitError, Problems
-from corekit.runs.notebooks import PROFILES, Notebook, toc_files, toc_notebooks
+from corekit.runs.notebooks import NOTEBOOK_NAME, PROFILES, Notebook, notebook_names, toc_files, toc_notebooks
 from corekit.runs.parameters import accepted_values, effective_parameters, read_profile
 from corekit.runs.portable import portable_parameters, portable_value
-from corekit.runs.site import build_html, stage_book, stage_notebook
+from corekit.runs.site import build_html, marking, stage_book, stage_notebook
 from corekit.runs.source_hash import source_hash
 
 #: Folder of the published runs, under the book's root.
@@ -114,15 +116,27 @@ def tidy_notebook(source: Path, target: Path, root: Path) -> int:
 
 
 @contextlib.contextmanager
-def results_locked(root: Path) -> Iterator[None]:
-    """While entered, hold the lock on ``results/`` that publishing takes (a second publish waits for the first)."""
+def results_locked(root: Path, shared: bool = False) -> Iterator[None]:
+    """While entered, hold the lock on ``results/``: exclusive for publishing (a second publish waits for the first),
+    ``shared`` for a book build reading what it shows (a publish waits until the build has read it all, and a build
+    until a publish has finished), saying so on stderr when it waits. A build finds no ``results/`` to lock if there
+    is none (it makes none)."""
     import fcntl
 
     folder = root / RESULTS
+    if shared and not folder.is_dir():
+        yield
+        return
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            doing = "publishing to" if shared else "publishing to or building the book from"
+            print(f"corekit: waiting for {folder}: another corekit command is {doing} it", file=sys.stderr, flush=True)
+            fcntl.flock(fd, mode)
         yield
     finally:
         os.close(fd)                           # closing the folder releases the lock
@@ -143,9 +157,15 @@ def publish(root: Path, executed: Run) -> Path:
     results = root / RESULTS
     final = results / executed.name
     new, old = results / f".{executed.name}.new", results / f".{executed.name}.old"
+    links = [link for path in (final, new, old) if (link := owned.link_on_path(root, path)) is not None]
+    if links:
+        raise CorekitError(owned.link_problem(links[0]))
+    unvouched = vouched_problems(executed)
+    if unvouched:
+        raise Problems([f"{line}; not published" for line in unvouched])
     for leftover in (new, old):
         if leftover.exists():
-            shutil.rmtree(leftover)
+            owned.remove_tree(leftover)
     new.mkdir(parents=True)
     size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb", root)
     metrics = executed.metrics
@@ -153,6 +173,8 @@ def publish(root: Path, executed: Run) -> Path:
                              root, (executed.metrics_path.parent, *run_folders(executed.ipynb)))
     figures = executed.figure_files()
     metrics["figures"] = [p.name for p in figures]
+    metrics[vouch.CLAIMS_DIGEST] = vouch.claims_digest(metrics.get("claims") or [])
+    metrics[vouch.TABLE_DIGEST] = vouch.table_digest(vouch.notebook_claims_table(new / f"{executed.name}.ipynb"))
     (new / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if figures:
         (new / "figures").mkdir()
@@ -162,7 +184,7 @@ def publish(root: Path, executed: Run) -> Path:
         final.rename(old)
     new.rename(final)
     if old.exists():
-        shutil.rmtree(old)
+        owned.remove_tree(old)
     if size > SIZE_WARNING_BYTES:
         print(f"corekit: warning: the published {executed.name}.ipynb is {size / 2**20:.1f} MB (over "
               f"{SIZE_WARNING_BYTES / 2**20:.0f} MB): show fewer or smaller figures", file=sys.stderr)
@@ -214,7 +236,7 @@ def sources_match_commit(root: Path, name: str, metrics: dict) -> bool:
     import tempfile
 
     commit = (metrics.get("environment") or {}).get("commit")
-    if not commit:
+    if not commit or not isinstance(commit, str):
         return False
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "sources.tar"
@@ -268,8 +290,7 @@ def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
     """Return the lines that say how to reproduce the page: the command, what it took, the source to download, and
     folded, the values the run used (a table)."""
     env = metrics.get("environment") or {}
-    profile = metrics.get("profile", "quick")
-    command = f"corekit run {nb.name}" + (f" --profile {profile}" if profile != "quick" else "")
+    command = run_command(nb.name, metrics)
     n = env.get("threads")
     threads = f" with {n} thread{'s' * (n != 1)}" if n else ""
     took = f"this run took {duration(metrics.get('runtime_s'))} on {env.get('device') or 'a device not recorded'}{threads}"
@@ -278,6 +299,12 @@ def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
     return "\n".join([f"**Reproduce this page**: `{command}` ({took}); the notebook's source: "
                       f"{{download}}`{nb.name}.py <../{SOURCES}/{nb.name}.py>`.", "",
                       ":::{dropdown} The values this run used", *rows, ":::"])
+
+
+def run_command(name: str, metrics: dict) -> str:
+    """Return the ``corekit run`` line that repeats the run of ``name`` with ``metrics`` (its profile)."""
+    profile = metrics.get("profile", "quick")
+    return f"corekit run {name}" + (f" --profile {profile}" if profile != "quick" else "")
 
 
 #: Parameters that say where a run computes, not what: left out of the comparison with the paper profile (as are
@@ -311,10 +338,14 @@ def verdict_box(metrics: dict, settings: str = "") -> str:
     open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
     if open_claims:
         lines += ["", ":::{admonition} Why the claims that do not pass do not pass", ":class: dropdown"]
-        lines += [f"- `{c['id']}` ({VERDICT_STYLE[verdict_of(c)][0]}): "
-                  f"{cell(c.get('reason') or c.get('why') or 'no reason recorded', None)}" for c in open_claims]
+        lines += [f"- `{c['id']}` ({VERDICT_STYLE[verdict_of(c)][0]}): {reason_line(c)}" for c in open_claims]
         lines += [":::"]
     return "\n".join(lines + ["::::"])
+
+
+def reason_line(claim: dict) -> str:
+    """Return a claim's reason (else its ``why``) for one line of Markdown, long lists in it cut short."""
+    return cell(shorten_lists(claim.get("reason") or claim.get("why") or "no reason recorded"), None)
 
 
 def inject_record(staged: Path, markdown: str) -> None:
@@ -356,9 +387,11 @@ def id_cell(claim_id: str) -> str:
     return f'<code class="docutils literal notranslate">{id_html(claim_id)}</code>'
 
 
-def chapter_claims_html(run: Run, quick: dict | None = None, oracle_dir: Path | None = None) -> str:
+def chapter_claims_html(run: Run, quick: dict | None = None, oracle_dir: Path | None = None,
+                        per_model: bool = True) -> str:
     """Return the HTML claims table of ``run`` (:func:`corekit.runs.claims_view.claims_html`): its values labelled
-    with its profile, the authors' code's from ``results/oracle/`` where a claim carries none, and a ``quick`` run's."""
+    with its profile, the authors' code's from ``results/oracle/`` where a claim carries none, and a ``quick`` run's;
+    with ``per_model``, followed by the fold of its per-model values."""
     metrics = run.metrics
     profile = metrics.get("profile", "?")
     ours = f"ours ({profile})" if run.published else f"{profile} run (not published)"
@@ -368,7 +401,7 @@ def chapter_claims_html(run: Run, quick: dict | None = None, oracle_dir: Path | 
                                 if c.get("authors") is None and c["id"] in record}}
     if quick:
         others["quick run"] = {c["id"]: c.get("measured") for c in quick.get("claims", [])}
-    return claims_html(claims, ours, others)
+    return claims_html(claims, ours, others, per_model=per_model)
 
 
 #: A chapter's claims table with more rows than this is folded on its page (one click opens it): the verdict box at
@@ -381,7 +414,7 @@ FOLD_CLAIMS_HTML = 40_000
 def folded(metrics: dict) -> bool:
     """Return whether a chapter page folds the claims table of a run with ``metrics``."""
     claims = metrics.get("claims", [])
-    return len(claims) > FOLD_CLAIMS_OVER or len(claims_html(claims)) > FOLD_CLAIMS_HTML
+    return len(claims) > FOLD_CLAIMS_OVER or len(claims_html(claims, per_model=False)) > FOLD_CLAIMS_HTML
 
 
 def restage_claims_table(staged: Path, table_html: str, n_claims: int = 0) -> None:
@@ -397,7 +430,8 @@ def restage_claims_table(staged: Path, table_html: str, n_claims: int = 0) -> No
                 if output.get("output_type") in ("execute_result", "display_data"):
                     output["data"]["text/html"] = table_html
             tags = cell.metadata.setdefault("tags", [])
-            if (n_claims > FOLD_CLAIMS_OVER or len(table_html) > FOLD_CLAIMS_HTML) and "hide-output" not in tags:
+            table = table_html.split("<details", 1)[0]         # the per-model fold after it is folded already
+            if (n_claims > FOLD_CLAIMS_OVER or len(table) > FOLD_CLAIMS_HTML) and "hide-output" not in tags:
                 tags.append("hide-output")
     nbformat.write(notebook, staged)
 
@@ -622,8 +656,15 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
                       ""]
         record = oracle_claims(run, oracle_dir)
         n = len(metrics.get("claims", []))
+        open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
+        if open_claims:
+            lines += ["Its claims that do not pass, and why:", "", *(
+                f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {reason_line(c)}" for c in open_claims), ""]
+        table = chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir, per_model=False)
         lines += [f":::::{{dropdown}} Its {n} claims: values, nulls, targets, verdicts and reasons", "",
-                  *table_box([chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir)]),
+                  *table_box([table]), "", f"Every per-model value is on the {{doc}}`chapter's page "
+                  f"<../notebooks/{name}>`, below its claims table."
+                  if any(per_model_values(c) is not None for c in metrics.get("claims", [])) else "",
                   "", ":::::"]
         stale = record and oracle_staleness(run, oracle_record(run, oracle_dir))
         if stale:
@@ -649,6 +690,8 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
                              len(run.metrics.get("claims", [])))
     own, papers = own_hypotheses(root, runs), papers_of(root, runs)
     set_substitutions(stage, {"claims_tally": front_tally(runs, own, papers)} | claim_substitutions(runs, root))
+    set_sphinx_config(stage, {"corekit_run_commands": {f"notebooks/{name}": run_command(name, run.metrics)
+                                                       for name, run in runs.items()}})
     if RESULTS_PAGE not in toc_files(root):
         return
     gallery_dir = stage / "book" / "gallery"
@@ -675,27 +718,74 @@ def set_substitutions(stage: Path, texts: dict[str, str]) -> None:
     config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 
+def set_sphinx_config(stage: Path, values: dict) -> None:
+    """Set Sphinx configuration values (``sphinx: config:``) in the staged ``_config.yml``: e.g. the chapters' run
+    commands that the "Get the code" line shows (``book/_ext/corekit_getcode.py``)."""
+    import yaml
+
+    config_path = stage / "_config.yml"
+    config = yaml.safe_load(config_path.read_text())
+    config.setdefault("sphinx", {}).setdefault("config", {}).update(values)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+
+
 def substitution_key(name: str, claim_id: str) -> str:
     """Return the MyST substitution key of a chapter's claim: ``claim_NN_id`` (NN the chapter's number, the id with
     every character that is not a letter, digit or underscore as an underscore)."""
     return f"claim_{name[:2]}_" + re.sub(r"\W", "_", claim_id)
 
 
+#: A claim over at most this many models lists every model's value in its sentence on a prose page.
+PROSE_MODELS = 8
+#: A per-model table on a prose page with more rows than this is folded (one screen of detail at most).
+PROSE_TABLE_ROWS = 12
+
+
 def measured_markdown(claim: dict) -> str:
-    """Return a claim's measured value for prose: a table when it is a dict of same-keyed dicts (rows × columns) or
-    of numbers (name, value), else the value inline with its verdict in brackets when it is tested."""
+    """Return a claim's measured value for prose, one line that may stand inside a sentence, with its verdict in
+    brackets when it is tested: a claim over models as k of n, its bound, its worst and failing models (and, over at
+    most :data:`PROSE_MODELS` models, every model's value); a value per key as "key: value; ..."; a long value as
+    its count and range. The table of a value per key is :func:`measured_table`."""
     value = claim.get("measured")
-    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-        columns = list(next(iter(value.values())))
-        if all(list(v) == columns for v in value.values()):
-            rows = ["| | " + " | ".join(cell(c) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
-            rows += ["| " + cell(k) + " | " + " | ".join(cell(v[c]) for c in columns) + " |" for k, v in value.items()]
-            return "\n".join(rows)
-    if isinstance(value, dict) and value and all(isinstance(v, (int, float)) for v in value.values()):
-        return "\n".join(["| | value |", "|---|---:|"] + [f"| {cell(k)} | {cell(v)} |" for k, v in value.items()])
+    text = models_summary(claim)
+    if text is not None and len(value) <= PROSE_MODELS:
+        text += "; each: " + ", ".join(f"{model_name(k) if i == 0 else k}: {format_value(v)}"
+                                       for i, (k, v) in enumerate(value.items()))
+    elif text is None and isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        text = "; ".join(f"{k}: " + ", ".join(f"{c} {format_value(x)}" for c, x in v.items()) for k, v in value.items())
+    elif text is None:
+        text = value_summary(value)
     verdict = verdict_of(claim)
     verdict = "" if verdict == "reported" else f" ({VERDICT_STYLE[verdict][0]})"
-    return cell(value, None) + verdict
+    return cell(text, None) + verdict
+
+
+def measured_table(claim: dict) -> str:
+    """Return a claim's value per model, seed, pair or key as a Markdown table for a prose page (a dict of same-keyed
+    dicts as rows × columns), with whether each model meets the bound for a claim over models, and its verdict
+    under it, in a box that scrolls sideways on a phone; a table of more than :data:`PROSE_TABLE_ROWS` rows is folded
+    (in a box that also scrolls down). "" for a claim without such values."""
+    values = per_model_values(claim)
+    if values is None:
+        return ""
+    nested = all(isinstance(v, dict) for v in values.values())
+    columns = list(dict.fromkeys(c for v in values.values() for c in v)) if nested else ["value"]
+    keys = [str(k) for k in values]
+    kind = "seed" if all(k.isdigit() for k in keys) else "pair" if all("–" in k for k in keys) else ""
+    models = claim.get("models") if isinstance(claim.get("models"), dict) else None
+    failing = set((models or {}).get("failing") or [])
+    rows = [f"| {kind} | " + " | ".join(cell(c) for c in columns) + (" | meets the bound |" if models else " |"),
+            "|---|" + "---:|" * len(columns) + ("---|" if models else "")]
+    for key, value in values.items():
+        shown = [value.get(c) for c in columns] if nested else [value]
+        rows.append(f"| {cell(key)} | " + " | ".join(cell(v) for v in shown)
+                    + ((" | **no** |" if key in failing else " | yes |") if models else " |"))
+    verdict = verdict_of(claim)
+    if len(values) <= PROSE_TABLE_ROWS:
+        return "\n".join(table_box(rows))                  # a phone scrolls it in its own box
+    what = {"seed": "seeds", "pair": "pairs"}.get(kind, "values")
+    return "\n".join([f":::{{dropdown}} All {len(values)} {what} ({VERDICT_STYLE[verdict][0]})",
+                      ":class-body: corekit-scroll-box", "", *rows, ":::"])
 
 
 def declared_claim_ids(py: Path) -> list[str]:
@@ -755,18 +845,27 @@ def declared_claim_ids(py: Path) -> list[str]:
 NOT_IN_STALE_RUN = "*not measured by the run shown, which predates this claim (the chapter awaits republishing)*"
 
 
+#: The suffix of the substitution key of a claim's table of values per model (``claim_09_naive_barrier_table``).
+TABLE_SUFFIX = "_table"
+
+
 def claim_substitutions(runs: dict[str, Run], root: Path | None = None) -> dict[str, str]:
-    """Return {``claim_NN_id``: its measured value} for every claim of every shown run, so that a prose page quotes
-    the run's own numbers (``{{ claim_08_cost_seconds }}``) and a renamed claim fails the build instead of going stale.
+    """Return {``claim_NN_id``: its measured value} for every claim of every shown run (:func:`measured_markdown`, one
+    line that may stand in a sentence) and {``claim_NN_id_table``: its table} for each claim with a value per model
+    or key (:func:`measured_table`), so that a prose page quotes the run's own numbers
+    (``{{ claim_08_cost_seconds }}``) and a renamed claim fails the build instead of going stale.
     Given the book's ``root``, a run older than its sources also gets :data:`NOT_IN_STALE_RUN` for each claim id its
     notebook records now and the run lacks (a current run lacking one still fails the build)."""
     texts = {substitution_key(name, c["id"]): measured_markdown(c)
              for name, run in runs.items() for c in run.metrics.get("claims", [])}
+    texts |= {substitution_key(name, c["id"]) + TABLE_SUFFIX: table
+              for name, run in runs.items() for c in run.metrics.get("claims", []) if (table := measured_table(c))}
     for name, run in runs.items() if root is not None else ():
         nb = Notebook(root, name)
         if nb.py.is_file() and stale_reason(nb, run.metrics):
             for claim_id in declared_claim_ids(nb.py):
                 texts.setdefault(substitution_key(name, claim_id), NOT_IN_STALE_RUN)
+                texts.setdefault(substitution_key(name, claim_id) + TABLE_SUFFIX, "")
     return texts
 
 
@@ -795,8 +894,8 @@ def published_runs(root: Path, names: list[str], fallback: Path | None) -> dict[
             runs[name] = run
         else:
             missing.append(name)
-    dirty = [name for name, run in runs.items() if run.published and (run.metrics.get("environment") or {}).get("dirty")
-             and not sources_match_commit(root, name, run.metrics)]
+    dirty = [name for name, run in runs.items() if run.published and not vouch.field_problems(run.metrics)
+             and (run.metrics.get("environment") or {}).get("dirty") and not sources_match_commit(root, name, run.metrics)]
     if dirty:
         raise CorekitError(f"the published run of {', '.join(dirty)} was made from a tree whose uncommitted changes "
                                f"touched its sources: re-run it from a clean commit (`corekit run NAME --profile P --publish`)")
@@ -835,7 +934,10 @@ def metrics_problems(root: Path, run: Run) -> list[str]:
     missing = [key for key in ("profile", "source_hash", "claims") if key not in metrics]
     if missing:
         return [f"{run.metrics_path}: not a metrics file of a run: it lacks {', '.join(missing)}"]
-    problems = [f"{run.metrics_path}: {problem}" for problem in claim_problems(metrics)]
+    wrong = typed_problems(run, metrics)
+    if wrong:
+        return wrong
+    problems = [f"{run.metrics_path}: {problem}" for problem in claim_problems(metrics) or vouch.verdict_problems(metrics)]
     py = Notebook(root, run.name).py
     if not metrics["claims"] and py.is_file() and CLAIM_CALL.search(py.read_text()):
         problems.append(f"{run.metrics_path}: no claims, but {py.relative_to(root)} records claims; publish the run "
@@ -848,6 +950,32 @@ def metrics_problems(root: Path, run: Run) -> list[str]:
         except CorekitError as err:
             problems.append(str(err))
     return problems
+
+
+def typed_problems(run: Run, metrics: dict) -> list[str]:
+    """Return the line naming the run's metrics file when a field of ``metrics`` has the wrong type (the first few
+    such fields, :func:`corekit.runs.vouch.field_problems`), else nothing."""
+    wrong = vouch.field_problems(metrics)
+    if not wrong:
+        return []
+    more = f" (and {len(wrong) - vouch.SHOWN} more)" if len(wrong) > vouch.SHOWN else ""
+    return [f"{run.metrics_path}: a field of the wrong type: {'; '.join(wrong[:vouch.SHOWN])}{more}"]
+
+
+def vouched_problems(run: Run) -> list[str]:
+    """Return one line per reason not to vouch for ``run``: a field of its metrics of the wrong type, a claim without
+    id or verdict, a verdict that its ``pass`` contradicts, or claims that differ from their digests or from the
+    claims table its executed notebook displayed (:func:`corekit.runs.vouch.table_problem`)."""
+    try:
+        metrics = run.metrics
+    except CorekitError as err:
+        return [str(err)]
+    problems = typed_problems(run, metrics) or [f"{run.metrics_path}: {problem}" for problem in
+                                                claim_problems(metrics) or vouch.verdict_problems(metrics)]
+    if problems:
+        return problems
+    problem = vouch.table_problem(run.name, run.metrics_path, run.ipynb, metrics, run.published)
+    return [problem] if problem else []
 
 
 def image_problem(path: Path) -> str | None:
@@ -890,22 +1018,53 @@ def notebook_problem(path: Path) -> str | None:
 
 def check_runs(root: Path, runs: dict[str, Run]) -> None:
     """Raise :class:`~corekit.runs.errors.Problems`, one line per bad file, unless every run's metrics file is one
-    (with its claims and their verdicts), every figure a decodable image and every notebook valid."""
+    (with its claims and their verdicts, each field of its type), every figure a decodable image, every notebook
+    valid, and every run's claims those its notebook displayed (:func:`vouched_problems`)."""
     problems = []
     for run in runs.values():
-        problems += metrics_problems(root, run) + figure_problems(run)
-        problems += [problem] if (problem := notebook_problem(run.ipynb)) else []
+        found, notebook = metrics_problems(root, run), notebook_problem(run.ipynb)
+        if not found and notebook is None:              # a readable notebook to vouch for the metrics' claims
+            found = vouched_problems(run)
+        if not any(line.startswith(f"{run.metrics_path}: a field of the wrong type") for line in found):
+            found += figure_problems(run)
+        problems += found + ([notebook] if notebook else [])
     if problems:
-        raise Problems(problems)
+        raise Problems(list(dict.fromkeys(problems)))
+
+
+def stray_runs(root: Path, names: list[str]) -> list[Path]:
+    """Return the folders of ``results/`` named as a run is (``NN_name``) that are no chapter of the book: neither in
+    ``names`` (its table of contents) nor a notebook of ``notebooks/`` (so shown nowhere, vouched for by nothing)."""
+    folder = root / RESULTS
+    if not folder.is_dir():
+        return []
+    known = set(names) | set(notebook_names(root))
+    return sorted(path for path in folder.iterdir()
+                  if NOTEBOOK_NAME.fullmatch(path.name) and path.name not in known and path.is_dir())
+
+
+def check_no_stray_runs(root: Path, names: list[str]) -> None:
+    """Raise one line naming every folder of ``results/`` that holds a run of no chapter (:func:`stray_runs`): the book
+    shows each chapter's published run, and a run it cannot place is one it cannot vouch for."""
+    stray = stray_runs(root, names)
+    if stray:
+        them = "it" if len(stray) == 1 else "them"
+        raise CorekitError(f"{', '.join(str(path) for path in stray)}: a published run of no chapter of this book (no "
+                           f"notebooks/NAME.py of that name, not in _toc.yml), which the book can neither show nor "
+                           f"vouch for; move {them} out of results/ or add the chapter")
 
 
 def build_published(root: Path, out: Path, executed_dir: Path, fallback: bool) -> Path:
     """Return the HTML folder of the book built from ``results/`` alone (nothing is executed), once every run it shows
-    has passed :func:`check_runs`."""
+    has passed :func:`check_runs`. Everything read from ``results/`` is read under its lock (:func:`results_locked`,
+    shared), so a publish meanwhile waits and no page mixes two runs; ``jupyter-book`` then reads the staged copies."""
     names = toc_notebooks(root)
-    runs = published_runs(root, names, executed_dir if fallback else None)
-    check_runs(root, runs)
-    stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
-    decorate(root, stage, runs, quick_metrics(executed_dir, names))
-    return build_html(stage, out)
+    with results_locked(root, shared=True):     # every read of results/ sees one state: no publish meanwhile
+        check_no_stray_runs(root, names)
+        runs = published_runs(root, names, executed_dir if fallback else None)
+        check_runs(root, runs)
+        stage = stage_book(root, {name: run.ipynb for name, run in runs.items()}, out / "source")
+        with marking(stage):
+            decorate(root, stage, runs, quick_metrics(executed_dir, names))
+    return build_html(stage, out)              # from the staged copies alone
 

@@ -1,6 +1,7 @@
 """Staging executed notebooks into a Jupyter Book source folder, and building its static HTML."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import fnmatch
 import re
@@ -8,10 +9,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
-from corekit.runs.errors import CorekitError, ExecutionFailed
+from corekit.runs import owned
+from corekit.runs.errors import CorekitError, ExecutionFailed, Problems
 from corekit.runs.portable import portable_notebook
 
 REDRAWN = re.compile(r"[^\n]*\r(?=[^\n])")  # text a later \r on the same line overwrote
@@ -116,11 +119,53 @@ def stage_notebook(executed: Path, staged: Path, root: Path) -> None:
     nbformat.write(notebook, staged)
 
 
+#: What ``corekit book`` writes into its output folder: the staged sources and what ``jupyter-book build`` writes.
+BOOK_FOLDERS = ("source", "_build")
+#: The command that makes (and marks) them.
+MADE_BY = "corekit book"
+
+
+def book_problems(out: Path) -> list[str]:
+    """Return why ``corekit book`` may not replace its folders in ``out`` (one line each, naming the path): a folder
+    there it did not make, or a symbolic link on the way."""
+    return [problem for name in BOOK_FOLDERS if (problem := owned.folder_problem(out, out / name, MADE_BY))]
+
+
+def check_book_out(out: Path) -> None:
+    """Raise unless ``corekit book`` may replace its folders in ``out`` (:func:`book_problems`)."""
+    problems = book_problems(out)
+    if problems:
+        raise Problems(problems)
+
+
 def stage_book(root: Path, notebooks: dict[str, Path], stage: Path) -> Path:
-    """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks (name -> .ipynb)."""
+    """Return ``stage`` refilled with _config.yml, _toc.yml, book/ and the executed notebooks (name -> .ipynb); an
+    existing ``stage`` is deleted only when an earlier ``corekit book`` made it (its marker), with no link on the way."""
+    problem = owned.folder_problem(stage.parent, stage, MADE_BY)
+    if problem:
+        raise CorekitError(problem)
     if stage.exists():
-        shutil.rmtree(stage)
-    (stage / "notebooks").mkdir(parents=True)
+        owned.remove_tree(stage)
+    stage.mkdir(parents=True)
+    owned.mark(stage, MADE_BY)
+    with marking(stage):
+        fill_stage(root, notebooks, stage)
+    return stage
+
+
+@contextlib.contextmanager
+def marking(folder: Path) -> Iterator[None]:
+    """While entered, ``corekit book`` writes into ``folder`` (which it made); its marker then lists all it holds, also
+    when the writing stops midway."""
+    try:
+        yield
+    finally:
+        owned.mark(folder, MADE_BY)
+
+
+def fill_stage(root: Path, notebooks: dict[str, Path], stage: Path) -> None:
+    """Write _config.yml, _toc.yml, book/, lib/ and the executed notebooks (name -> .ipynb) into the empty ``stage``."""
+    (stage / "notebooks").mkdir()
     shutil.copy2(root / "_toc.yml", stage / "_toc.yml")
     if (root / "book").is_dir():
         shutil.copytree(root / "book", stage / "book")
@@ -130,7 +175,6 @@ def stage_book(root: Path, notebooks: dict[str, Path], stage: Path) -> Path:
         stage_notebook(executed, stage / "notebooks" / f"{name}.ipynb", root)
     config = staged_config(yaml.safe_load((root / "_config.yml").read_text()))
     (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-    return stage
 
 
 def jupyter_book_command() -> str:
@@ -141,12 +185,27 @@ def jupyter_book_command() -> str:
     return found
 
 
+def build_folder(out: Path) -> Path:
+    """Return ``out/_build``, where ``jupyter-book build`` writes, made and marked here unless an earlier ``corekit
+    book`` made it; raise when something else is there (the build would overwrite it)."""
+    build = out / "_build"
+    problem = owned.folder_problem(out, build, MADE_BY)
+    if problem:
+        raise CorekitError(problem)
+    if not build.exists():
+        build.mkdir(parents=True)
+        owned.mark(build, MADE_BY)
+    return build
+
+
 def build_html(stage: Path, out: Path) -> Path:
     """Return the HTML folder that ``jupyter-book build`` wrote for ``stage``; warnings are errors."""
+    build = build_folder(out)
     command = [jupyter_book_command(), "build", str(stage), "--path-output", str(out),
                "-W", "-n", "--keep-going", "--all"]
     print("$ " + " ".join(command), flush=True)
-    code = subprocess.run(command).returncode
+    with marking(stage), marking(build):      # whatever the build adds is listed as made by it
+        code = subprocess.run(command).returncode
     if code:
         raise ExecutionFailed(f"jupyter-book build failed with exit status {code} (warnings are errors: -W)")
     return out / "_build" / "html"

@@ -11,6 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from corekit.runs.errors import syntax_error
 from corekit.runs.notebooks import Notebook
 from corekit.runs.portable import portable_parameters
 
@@ -38,7 +39,13 @@ def _imported_modules(library: Path, path: Path) -> set[Path]:
     """Return the library files that ``path`` imports directly (anywhere in it), with their parent packages."""
     package = path.relative_to(library).parent.parts if path.is_relative_to(library) else ()
     wanted: list[list[str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as err:                 # one line naming the file and line, not a traceback
+        top = path.parents[1] if path.parent.name == "notebooks" else library.parents[1]   # the book's root
+        shown = path.relative_to(top) if path.is_relative_to(top) else path
+        raise syntax_error(shown, err) from None
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             wanted += [alias.name.split(".")[1:] for alias in node.names if alias.name.split(".")[0] == "corekit"]
         elif isinstance(node, ast.ImportFrom):

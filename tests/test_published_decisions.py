@@ -1,0 +1,51 @@
+"""The published runs against the rules their verdicts follow: an undecided claim over models names every model that
+fails it (the reason holds for the seed that would fail it), and chapter 03's p law is decided where its run reaches
+three moduli past 3 p_c. Read from results/ (a stale run, shown with a warning, keeps its old claims and is skipped)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from corekit.runs import notebooks, publish
+
+REPO = Path(__file__).resolve().parents[1]
+
+PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.json"))
+
+
+def _current(name: str) -> dict | None:
+    """Return the published run's metrics, None when its sources changed since (a stale run)."""
+    metrics = publish.published_run(REPO, name).metrics
+    return None if publish.stale_reason(notebooks.Notebook(REPO, name), metrics) is not None else metrics
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_an_undecided_claim_names_every_model_that_fails_it(name):
+    metrics = _current(name)
+    if metrics is None:
+        pytest.skip(f"{name}: the published run is stale (its sources changed since)")
+    for claim in metrics["claims"]:
+        if claim["verdict"] != "undecided" or not claim.get("models"):
+            continue
+        undecided_part = re.split(r" \(\d+ of \d+ models satisfy", claim["reason"])[0]   # "Undecided: <regime> for seed 0; …"
+        for model in claim["models"]["failing"]:
+            assert re.search(rf"\b{re.escape(model)}\b", undecided_part), \
+                f"{name} {claim['id']}: {model} fails it, but the undecided reason does not name it: " + claim["reason"]
+
+
+def test_chapter_03_decides_the_p_law_when_three_moduli_lie_past_3_p_c():
+    metrics = _current("03_grokking_scaling_law")
+    if metrics is None:
+        pytest.skip("03's published run is stale")
+    claims = {c["id"]: c for c in metrics["claims"]}
+    p_c = claims["log_law_p_c"]["measured"][0]
+    far = [p for p in metrics["parameters"]["p_values"] if p >= 3 * p_c]
+    if len(far) >= 3:
+        assert claims["p_exponent"]["verdict"] in ("pass", "fail", "uninformative"), claims["p_exponent"]["reason"]
+        assert claims["p_exponent"].get("interval") is not None
+    for tested in ("collapse_omega", "collapse_p_far", "omega_exponent", "log_law_vs_power_law_aic"):
+        assert claims[tested]["verdict"] != "reported", tested
+    for reported in ("times_per_modulus", "probe_paper_lr", "p_exponent_of_log_law", "collapse_max_min"):
+        assert claims[reported]["verdict"] == "reported", reported
