@@ -858,8 +858,8 @@ def claim_substitutions(runs: dict[str, Run], root: Path | None = None) -> dict[
     notebook records now and the run lacks (a current run lacking one still fails the build)."""
     texts = {substitution_key(name, c["id"]): measured_markdown(c)
              for name, run in runs.items() for c in run.metrics.get("claims", [])}
-    texts |= {substitution_key(name, c["id"]) + TABLE_SUFFIX: table
-              for name, run in runs.items() for c in run.metrics.get("claims", []) if (table := measured_table(c))}
+    texts |= {substitution_key(name, c["id"]) + TABLE_SUFFIX: measured_table(c) or ""     # "": one value, no table
+              for name, run in runs.items() for c in run.metrics.get("claims", [])}
     for name, run in runs.items() if root is not None else ():
         nb = Notebook(root, name)
         if nb.py.is_file() and stale_reason(nb, run.metrics):
