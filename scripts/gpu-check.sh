@@ -44,66 +44,11 @@ out=${out:-_build/gpu-check}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 rm -f "$out"/results.jsonl "$out"/steps.jsonl "$out"/gpu-check.log "$out"/runs.tar.gz
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/runs" "$work/logs"
 PY=${PYTHON:-python3}
-log() { echo "$*" | tee -a "$out/gpu-check.log"; }
+name=gpu-check
+source scripts/gpu-common.sh
+gpu_setup
 
-if [[ -n $wheels ]]; then
-    compgen -G "$wheels/*.whl" >/dev/null || { echo "gpu-check.sh: no .whl files in $wheels" >&2; exit 2; }
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" "$wheels"/*.whl \
-        || { echo "gpu-check.sh: installing the wheels from $wheels failed" >&2; exit 2; }
-    export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
-    export JUPYTER_PATH="$work/site/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
-fi
-export PYTHONPATH="$PWD/lib${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg HF_HUB_OFFLINE=1
-
-if ((dry)); then device=cpu; else device=cuda; fi
-log "gpu-check: $(date -u +%FT%TZ), device $device, budget ${budget} s, output $out"
-"$PY" - "$device" <<'EOF' 2>&1 | tee -a "$out/gpu-check.log"
-import importlib, sys
-import torch
-print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cuda available {torch.cuda.is_available()}"
-      + (f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""))
-missing = [m for m in ("corekit", "papermill", "jupytext", "nbclient", "ipykernel", "transformers")
-           if importlib.util.find_spec(m) is None]
-if missing:
-    sys.exit(f"gpu-check.sh: missing Python packages {missing}: pass --wheels DIR (see scripts/gpu-wheelhouse.sh)")
-if sys.argv[1] == "cuda" and not torch.cuda.is_available():
-    sys.exit("gpu-check.sh: no CUDA GPU visible to torch; on a CPU use --dry-run")
-EOF
-(( PIPESTATUS[0] == 0 )) || exit 2
-
-start=$SECONDS
-failed=()
-# step NAME LIMIT_S COMMAND...: run COMMAND with at most LIMIT_S seconds (less if the budget is nearly
-# spent), its output in logs/NAME.log; append its record to steps.jsonl.
-step() {
-    local name=$1 limit=$2
-    shift 2
-    local left=$((budget - (SECONDS - start)))
-    ((limit > left)) && limit=$left
-    if ((limit < 5)); then
-        log "$(printf '%-16s skipped: the budget is spent' "$name")"
-        echo "{\"step\": \"$name\", \"status\": null, \"seconds\": 0, \"limit_s\": 0, \"timed_out\": false, \"skipped\": true}" \
-            >>"$out/steps.jsonl"
-        failed+=("$name")
-        return
-    fi
-    local t0=$SECONDS
-    timeout -k 10 "$limit" "$@" >"$work/logs/$name.log" 2>&1
-    local rc=$?
-    local took=$((SECONDS - t0)) timed_out=false
-    ((rc == 124 || rc == 137)) && timed_out=true
-    ((rc == 0)) || failed+=("$name")
-    echo "{\"step\": \"$name\", \"status\": $rc, \"seconds\": $took, \"limit_s\": $limit, \"timed_out\": $timed_out, \"skipped\": false}" \
-        >>"$out/steps.jsonl"
-    log "$(printf '%-16s status %3d  %4d s (limit %d s)%s' "$name" "$rc" "$took" "$limit" \
-        "$([[ $timed_out == true ]] && echo ', TIMED OUT')")"
-    ((rc == 0)) || tail -n 5 "$work/logs/$name.log" | sed 's/^/    /' | tee -a "$out/gpu-check.log"
-}
 bench=(--device "$device" --out "$out/results.jsonl")   # after every benchmark's own options
 run=("$PY" -m corekit run)
 runs=(--out "$work/runs")
@@ -150,7 +95,4 @@ else
     step B2 600 "$PY" benchmarks/b2_tau_sweep.py --profile paper -p seeds '[0, 1, 2, 3]' "${bench[@]}"
 fi
 
-log "gpu-check: $((SECONDS - start)) s for all steps; ${#failed[@]} failed${failed:+: ${failed[*]}}"
-cp "$out/steps.jsonl" "$out/gpu-check.log" "$work/logs/" 2>/dev/null
-tar -czf "$out/runs.tar.gz" -C "$work" runs logs
-((${#failed[@]} == 0))
+finish

@@ -4,6 +4,7 @@
                              [--cell-timeout S]
     corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR] [--cell-timeout S]
     corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
+    corekit adopt DIR [NOTEBOOK]... [--check] [--force]
     corekit list
 
 A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
@@ -35,7 +36,7 @@ from typing import NoReturn
 
 from corekit.runs.errors import CorekitError, Interrupted, Problems
 from corekit.runs.execute import Outputs, SigTerm, Terminated, check_outputs, execute, prepare_out, sigterm_raises, summary
-from corekit.runs.notebooks import PROFILES, Notebook, find_root, get_notebook, notebook_names, toc_files, toc_notebooks
+from corekit.runs.notebooks import NOTEBOOK_NAME, PROFILES, Notebook, find_root, get_notebook, notebook_names, toc_files, toc_notebooks
 from corekit.runs.parameters import check_chapter, check_compiles, effective_parameters, parse_value, read_parameters
 from corekit.runs.paramspec import expand_user
 from corekit.runs.site import build_html, check_book_out, marking, stage_book
@@ -159,7 +160,8 @@ def check_publishable(root: Path, names: list[str], profile: str, force: bool) -
                            f"{remedy} to replace it anyway")
 
 
-def publish_executed(root: Path, name: str, out: Path, profile: str, force: bool) -> None:
+def publish_executed(root: Path, name: str, out: Path, profile: str, force: bool,
+                     environment: dict | None = None) -> None:
     """Replace the published run of ``name`` in ``results/`` with the ``profile`` run just executed into ``out``, saying
     which; under a lock on results/, refuse (unless ``force``) when a larger profile's run was published meanwhile."""
     from corekit.runs import publish
@@ -171,7 +173,7 @@ def publish_executed(root: Path, name: str, out: Path, profile: str, force: bool
             raise CorekitError(f"{err}; it was published while this run executed: this run is not published (its "
                                f"outputs are in {out})") from None
         previous = published_record(root, name)
-        publish.publish(root, publish.executed_run(out, name))
+        publish.publish(root, publish.executed_run(out, name), environment)
     if previous:
         print(f"{name}: replaced the published {previous[0]}-profile run (commit {previous[1]})", flush=True)
 
@@ -261,6 +263,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(summary(metrics))
     if args.publish:
         publish_executed(root, nb.name, out, args.profile, args.force)
+    return 0
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """``corekit adopt DIR``: publish the profile runs another machine executed into DIR (``corekit run --out DIR``, e.g.
+    ``scripts/gpu-publish.sh`` on a GPU), each checked to be a run of its profile and of this checkout's sources."""
+    from corekit.runs import publish
+
+    root = find_root()
+    folder = read_folder(args.folder, root, "DIR")
+    if not folder.is_dir():
+        raise CorekitError(f"adopt: {args.folder!r} is not a folder; name the folder `corekit run --out DIR` wrote "
+                           "(for scripts/gpu-publish.sh: OUT/runs)")
+    names = args.notebooks or sorted(p.name.removesuffix(".metrics.json") for p in folder.glob("*.metrics.json")
+                                     if NOTEBOOK_NAME.fullmatch(p.name.removesuffix(".metrics.json")))
+    if not names:
+        raise CorekitError(f"adopt: {folder} holds no executed run (no NN_name.metrics.json beside its NN_name.ipynb)")
+    notebooks = [get_notebook(root, name) for name in names]
+    runs = {nb.name: publish.executed_run(folder, nb.name) for nb in notebooks}
+    problems = [f"adopt {nb.name}: {line}; nothing published" for nb in notebooks
+                for line in publish.adoption_problems(nb, runs[nb.name])]
+    if problems:
+        raise Problems(problems)
+    profiles = {name: run.metrics["profile"] for name, run in runs.items()}
+    for name, profile in profiles.items():
+        check_publishable(root, [name], profile, args.force)
+    for nb in notebooks:
+        env = runs[nb.name].metrics.get("environment") or {}
+        print(f"{nb.name}: a {profiles[nb.name]}-profile run on {env.get('device') or 'a device not recorded'}, "
+              f"{publish.duration(runs[nb.name].metrics.get('runtime_s'))}"
+              + (": may be published (--check: nothing published)" if args.check else ""), flush=True)
+        if not args.check:
+            publish_executed(root, nb.name, folder, profiles[nb.name], args.force,
+                             publish.adopted_environment(root, nb, runs[nb.name].metrics))
     return 0
 
 
@@ -440,11 +476,19 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--fallback-quick", action="store_true",
                       help="with --published: show the executed quick run (--executed) of a chapter not yet published")
 
+    adopt = commands.add_parser("adopt", help="publish profile runs executed on another machine (e.g. a GPU)")
+    adopt.add_argument("folder", metavar="DIR", help="the folder `corekit run --out DIR` wrote there (for "
+                       "scripts/gpu-publish.sh: OUT/runs)")
+    adopt.add_argument("notebooks", nargs="*", metavar="NOTEBOOK", help="the runs to publish (default: every "
+                       "NN_name.metrics.json in DIR)")
+    adopt.add_argument("--check", action="store_true", help="check that each run may be published; publish nothing")
+    adopt.add_argument("--force", action="store_true", help="replace a published run even of a larger profile")
+
     commands.add_parser("list", help="list the notebooks with their parameters and defaults")
     return parser
 
 
-COMMANDS = {"run": cmd_run, "book": cmd_book, "list": cmd_list}
+COMMANDS = {"run": cmd_run, "book": cmd_book, "adopt": cmd_adopt, "list": cmd_list}
 
 
 def main(argv: list[str] | None = None) -> int:

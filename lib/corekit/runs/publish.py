@@ -34,7 +34,7 @@ from corekit.runs.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, 
 from corekit.runs.claims_view import claims_html, model_name, models_summary, per_model_values, shorten_lists, value_summary
 from corekit.runs.errors import CorekitError, Problems
 from corekit.runs.notebooks import NOTEBOOK_NAME, PROFILES, Notebook, notebook_names, toc_files, toc_notebooks
-from corekit.runs.parameters import accepted_values, effective_parameters, read_profile
+from corekit.runs.parameters import accepted_values, effective_parameters, read_profile, resolved_parameters
 from corekit.runs.portable import portable_parameters, portable_value
 from corekit.runs.site import build_html, marking, stage_book, stage_notebook
 from corekit.runs.source_hash import source_hash
@@ -148,8 +148,9 @@ def run_folders(ipynb: Path) -> tuple[Path, ...]:
     return tuple(Path(meta[key]).parent for key in ("output_path", "input_path") if isinstance(meta.get(key), str))
 
 
-def publish(root: Path, executed: Run) -> Path:
-    """Return ``results/NAME`` after replacing it with the (successful) run ``executed``.
+def publish(root: Path, executed: Run, environment: dict | None = None) -> Path:
+    """Return ``results/NAME`` after replacing it with the (successful) run ``executed`` (its run record's environment
+    updated by ``environment``, e.g. the commit :func:`adopted_environment` vouches for).
 
     The new folder is assembled beside the old one and swapped in by two renames, so an interrupted
     publish leaves the previous published run in place.
@@ -169,6 +170,8 @@ def publish(root: Path, executed: Run) -> Path:
     new.mkdir(parents=True)
     size = tidy_notebook(executed.ipynb, new / f"{executed.name}.ipynb", root)
     metrics = executed.metrics
+    if environment:
+        metrics["environment"] = {**(metrics.get("environment") or {}), **environment}
     metrics = portable_value({**metrics, "parameters": portable_parameters(metrics.get("parameters") or {}, root)},
                              root, (executed.metrics_path.parent, *run_folders(executed.ipynb)))
     figures = executed.figure_files()
@@ -190,6 +193,56 @@ def publish(root: Path, executed: Run) -> Path:
               f"{SIZE_WARNING_BYTES / 2**20:.0f} MB): show fewer or smaller figures", file=sys.stderr)
     print(f"published {executed.name} ({metrics.get('profile')} profile, {size / 2**20:.2f} MB) -> {final}")
     return final
+
+
+def adoption_problems(nb: Notebook, run: Run) -> list[str]:
+    """Return one line per reason not to publish here the run of ``nb`` that another machine executed (``corekit run
+    --out``): a missing file, an unknown profile, a parameter other than its profile's (a ``-p`` override), or sources
+    other than this checkout's (its source hash); empty when it may be published as ``--publish`` would."""
+    missing = [path.name for path in (run.ipynb, run.metrics_path) if not path.is_file()]
+    if missing:
+        return [f"{' and '.join(missing)} missing in {run.metrics_path.parent} (what `corekit run --out DIR` writes)"]
+    try:
+        metrics = run.metrics
+    except CorekitError as err:
+        return [str(err)]
+    profile = metrics.get("profile")
+    if profile not in PROFILES:
+        return [f"{run.metrics_path.name}: profile {profile!r} is not one of {', '.join(PROFILES)}"]
+    if profile != "quick" and not nb.profile_file(profile).is_file():
+        return [f"a {profile}-profile run, but this checkout has no notebooks/params/{profile}/{nb.name}.yaml"]
+    try:
+        wanted = resolved_parameters(nb, effective_parameters(nb, profile, {}))
+    except CorekitError as err:
+        return [f"its profile cannot be read here ({err})"]
+    paths = {name for name, rule in accepted_values(nb).items() if rule.path}
+    ran = metrics.get("parameters") or {}
+    differ = sorted(name for name in wanted
+                    if name not in paths and name not in MACHINE_SETTINGS and ran.get(name) != wanted[name])
+    if differ:
+        shown = ", ".join(f"{name} {json.dumps(ran.get(name))} (profile: {json.dumps(wanted[name])})"
+                          for name in differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
+        return [f"not a {profile}-profile run: it set {shown}; only a run of the profile as written is published"]
+    if stale_reason(nb, metrics):
+        return [f"made from other sources than this checkout's (its source hash {str(metrics.get('source_hash'))[:12]} "
+                f"is not that of notebooks/{nb.name}.py, the library and the {profile} profile here); run it from "
+                "this commit"]
+    return vouched_problems(run)
+
+
+def adopted_environment(root: Path, nb: Notebook, metrics: dict) -> dict:
+    """Return what a run executed on another machine adds to its run record here: the commit it ran, when the machine
+    recorded none (a copy of the tree without git) and this checkout's HEAD holds the same sources."""
+    import subprocess
+
+    env = metrics.get("environment") or {}
+    if env.get("commit"):
+        return {}
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    commit = head.stdout.strip() if head.returncode == 0 else ""
+    if commit and sources_match_commit(root, nb.name, {**metrics, "environment": {**env, "commit": commit}}):
+        return {"commit": commit, "dirty": False}
+    return {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,9 +293,12 @@ def sources_match_commit(root: Path, name: str, metrics: dict) -> bool:
         return False
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "sources.tar"
-        done = subprocess.run(["git", "-C", str(root), "archive", "-o", str(archive), commit, "notebooks", "lib"],
+        listed = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", commit], capture_output=True,
+                                text=True)
+        folders = [f for f in ("notebooks", "lib") if f in listed.stdout.split()]   # a book may use the installed lib
+        done = subprocess.run(["git", "-C", str(root), "archive", "-o", str(archive), commit, *folders],
                               capture_output=True)
-        if done.returncode != 0:
+        if listed.returncode != 0 or "notebooks" not in folders or done.returncode != 0:
             return False
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
