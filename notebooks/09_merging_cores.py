@@ -39,30 +39,43 @@
 # leaves the model's function unchanged. Chapter 01's models are left out: their post-LayerNorm blocks
 # normalise each stream vector, which a rotation that does not fix the all-ones direction changes.
 #
-# **Methods** (`corekit.chapters.merging_cores`), on every pair of models that generalise:
+# **Methods** (`corekit.chapters.merging_cores`). The pairs are chosen by the question, before the run: the
+# claims about merging *one* algorithm cover every pair of models that generalise and share their key
+# frequencies (chapter 06: the few frequencies a model's embedding uses), since two models on different
+# frequencies are not one solution up to a symmetry, whatever the alignment; the first `max_contrast_pairs`
+# pairs with different key sets are the contrast.
 #
 # 1. *Naive merging*: the held-out accuracy and loss of $\theta(\alpha) = (1-\alpha)\theta_A + \alpha\theta_B$
 #    on a grid of $\alpha$, and the **barrier**, the largest fall of the accuracy below the straight line
 #    between its ends (linear mode connectivity, {cite}`frankle2020lmc`). Null: two continuations of one
 #    parent, trained on from a common checkpoint in different batch orders, which share their history.
-# 2. *Weight matching* ({cite}`ainsworth2023rebasin`): B's MLP units and attention heads permuted to match
-#    A's weights (one linear assignment per layer), then the same path.
-# 3. *Core alignment*: the ACE core of each model's final stream at the last position (chapter 08's
-#    core, rank $r$ the larger of the two energy ranks); the rotation that carries B's core onto A's with
-#    B's core coordinates matched to A's by orthogonal Procrustes (the complement matched the same way).
-#    A rotation of the stream does not line up B's MLP units or heads with A's, so the units are then
-#    matched as in method 2, and the path follows. Nulls: a random rotation in place of the core alignment
-#    (the best of several draws), and the same construction on the top $r$ principal components instead of
-#    the cores. The core rotation alone is reported beside.
+# 2. *Weight matching*: Git Re-Basin ({cite}`ainsworth2023rebasin`), one permutation of the residual stream
+#    shared by every weight that reads or writes it and one of each layer's MLP units and heads, found by
+#    alternating linear assignments that maximise $\sum \langle W_A, \pi(W_B) \rangle$; then with each head's
+#    inner bases aligned too (below); and the same paper's *activation matching*, each permutation from the
+#    correlations of the two models' activations. The chapter's first variant (units and heads permuted, the
+#    stream's basis fixed) is reported beside.
+# 3. *Aligning every symmetry, by the core*: a LayerNorm-free block is unchanged by an orthogonal rotation of
+#    its stream, by permutations of its units and heads, and inside each head by an orthogonal map shared by
+#    $W_Q$ and $W_K$ and another shared by $W_V$ and $W_O^\top$. The core construction rotates B's stream so
+#    that its ACE core (chapter 08's core of the final stream at the last position, rank $r$ the larger of the
+#    two energy ranks) lands on A's with B's core coordinates matched to A's by orthogonal Procrustes (the
+#    complement matched the same way), then matches units and heads and fits each head's inner maps by
+#    Procrustes. It is built in steps: the chapter's first construction (the core rotation fitted at the last
+#    position, then units and heads permuted); + each head's inner maps; + the rotation fitted on the streams
+#    at every residual point and position ("full"). Nulls, the full construction with the core replaced by
+#    the top $r$ principal components of the same streams, by a Procrustes map of the whole stream, and by a
+#    random rotation (the best of several draws): a core-specific claim passes only where the core beats the
+#    principal components.
 # 4. *Stitching* ({cite}`bansal2021stitching`): where B's remainder is nonlinear, after the attention and
 #    before the MLP, A's stream is mapped into B's through a rank-$r$ linear map from A's core coordinates
 #    to B's (least squares on the training pairs), then runs through B's MLP and unembedding; $r$ is the
-#    core rank at that cut. Nulls: the same stitch through random subspaces and through the top $r$
-#    principal components; the full-rank least-squares stitch is the ceiling.
-# 5. *Does stitching know the algorithm?* Each model uses a few key frequencies (chapter 06). The ACE view
-#    predicts that a core stitch works when both models run the same algorithm: stitches between models
-#    with the same key set against stitches between models with different ones, with a bootstrap over
-#    models.
+#    core rank at that cut. Its score is taken as a share of the full-rank stitch's, the ceiling of any
+#    linear stitch at that cut. Nulls: the same stitch through random subspaces and through the top $r$
+#    principal components.
+# 5. *Does stitching know the algorithm?* The ACE view predicts that a core stitch works when both models run
+#    the same algorithm: stitches between models with the same key set against stitches between models with
+#    different ones, with a bootstrap over models, the principal-component stitch as the null.
 #
 # The targets below were written before the first run.
 
@@ -86,10 +99,10 @@ log_every_epochs: int = 20  # range: [1, inf); the authors' logging interval (th
 spawn_epoch: int = 500  # range: [1, inf); a multiple of log_every_epochs below epochs; where the pair that shares its history forks
 generalise_at: float = 0.99  # range: (0, 1]; held-out accuracy a model needs to take part
 n_alphas: int = 11  # range: [3, inf); points on each interpolation path, ends included
-max_path_pairs: int = 10  # range: [1, inf); pairs whose interpolation paths are computed (the first, in seed order)
+max_contrast_pairs: int = 10  # range: [0, inf); pairs with different key sets compared as the contrast (the first, in seed order)
 energy_threshold: float = 0.99  # range: (0, 1]; share of σ² the ACE cores keep
 random_rotations: int = 5  # range: [1, inf); random rotations per pair; the null is the best of them
-min_same_key_pairs: int = 6  # range: [1, inf); pairs sharing their key set needed to decide question 5
+min_same_key_pairs: int = 6  # range: [1, inf); pairs sharing their key set needed to decide the claims over them
 n_boot: int = 2000  # range: [1, inf); bootstrap resamples over models
 device: str = "auto"
 cpu_threads: int = 0  # range: [0, inf); torch threads on a CPU (0: torch default); 96 models train 1.7x faster on 2 threads than on 1
@@ -102,12 +115,13 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from corekit import ace, fourier, subspaces
 from corekit.chapters import entk_transformer_modular
 from corekit.chapters import merging_cores as mc
 from corekit.plots import panel_grid
-from corekit.runs.claims import Null, at_least, at_most
+from corekit.runs.claims import Null, at_least, at_most, interval_above
 from corekit.runs.session import setup
 from corekit.tables import table
 
@@ -133,8 +147,7 @@ states = mc.model_states(run.model)
 test_acc = run.history.curve("test_acc")[-1].numpy()                            # (M,)
 keys = [tuple(fourier.key_frequencies(s["W_E"][:p].cpu())) for s in states]
 members = [i for i in range(len(seeds)) if test_acc[i] >= generalise_at]
-pairs = list(itertools.combinations(members, 2))[:max_path_pairs]
-if not pairs:
+if len(members) < 2:
     raise RuntimeError(f"fewer than two models reach held-out accuracy {generalise_at} (seeds {seeds}: "
                        f"{np.round(test_acc, 4).tolist()}): train longer (epochs) or lower generalise_at")
 pair_label = {(i, j): f"{seeds[i]}–{seeds[j]}" for i in members for j in members if i != j}
@@ -163,74 +176,87 @@ print(f"continuations of seed {parent_seed} from epoch {spawn_epoch}: held-out a
       f"{spawn_acc[1]:.4f}")
 
 # %% [markdown]
-# ## Interpolation paths: as trained, weight-matched, core-aligned
+# ## The pairs, chosen by the question
 #
-# For each pair (A, B) (the first `max_path_pairs` pairs of models that generalise) the final streams of
-# both models on all $p^2$ inputs give the cores and principal components that the rotations align; every
-# path is evaluated on the held-out pairs, all its $\alpha$ in one batched forward pass.
+# Every pair of models that generalise and share their key set is covered by the claims about merging one
+# algorithm; the first `max_contrast_pairs` pairs whose key sets differ are the contrast.
+
+# %%
+candidates = list(itertools.combinations(members, 2))
+same_pairs = [(i, j) for i, j in candidates if keys[i] == keys[j]]
+contrast_pairs = [(i, j) for i, j in candidates if keys[i] != keys[j]][:max_contrast_pairs]
+if not same_pairs and not contrast_pairs:
+    contrast_pairs = candidates[:1]                                             # something to show the paths of
+pairs = same_pairs + contrast_pairs
+print(f"{len(members)} models generalise: {len(same_pairs)} pair(s) share their key set "
+      f"({', '.join(pair_label[k] for k in same_pairs) or 'none'}); {len(contrast_pairs)} contrast pair(s)")
+
+# %% [markdown]
+# ## Interpolation paths after each alignment
+#
+# For each pair (A, B), every alignment of `merging_cores.ALIGNMENTS` gives a copy of B that computes what B
+# computes (checked below); the path from A to it is evaluated on the held-out pairs, all its $\alpha$ in one
+# batched forward pass.
 
 # %%
 h, core = mc.final_stream_core(run.model, tokens, p)                           # h (M, p², D)
 ranks = ace.energy_rank(core.sigma, energy_threshold)                          # (M,)
-
-
-def path(a_state, b_state):
-    """Held-out (accuracy, loss) along the path from a_state to b_state."""
-    acc, loss = mc.path_metrics(config, a_state, b_state, alphas, tokens[test_idx], labels[test_idx], p)
-    return acc.cpu().numpy(), loss.cpu().numpy()
-
-
-KINDS = ("naive", "weights", "core", "core + weights", "pca + weights", "random + weights")
-paths, seconds, function_error = {}, {}, {}
-paths["spawned"] = path(*spawned)
-for a, b in pairs:
-    A, B = states[a], states[b]
-    r = int(max(ranks[a], ranks[b]))
+spawn_acc_path = mc.path_metrics(config, *spawned, alphas, tokens[test_idx], labels[test_idx], p)[0].cpu().numpy()
+paths, function_error, align_seconds = {}, {}, []
+for a, b in tqdm(pairs, desc="aligning pairs"):
     t = time.perf_counter()
-    R = mc.block_rotation(h[a], h[b], core.q(r)[a], core.q(r)[b])
-    R_pca = mc.block_rotation(h[a], h[b], mc.principal_components(h[a], r), mc.principal_components(h[b], r))
-    seconds.setdefault("core and PCA rotations", []).append(time.perf_counter() - t)
-    variants = {"naive": B, "weights": mc.aligned(A, B, config), "core": mc.aligned(A, B, config, R, match=False),
-                "core + weights": mc.aligned(A, B, config, R), "pca + weights": mc.aligned(A, B, config, R_pca)}
-    for kind, B_kind in variants.items():
-        t = time.perf_counter()
-        paths[(kind, a, b)] = path(A, B_kind)
-        seconds.setdefault(f"{kind} path", []).append(time.perf_counter() - t)
-    randoms = [path(A, mc.aligned(A, B, config, mc.random_rotation(d_model, seed=1000 * a + 10 * b + k)))
-               for k in range(random_rotations)]
-    paths[("random + weights", a, b)] = min(randoms, key=lambda pl: mc.barrier(pl[0], alphas))
-    with torch.no_grad():
-        before = mc.logits_and_metrics(mc.stacked_model(config, [B]), tokens, labels, p)[0]
-        after = mc.logits_and_metrics(mc.stacked_model(config, [variants["core + weights"]]), tokens, labels, p)[0]
-    function_error[(a, b)] = float((after - before).abs().max() / before.abs().max())
+    variants = mc.alignments(states[a], states[b], config, tokens, int(max(ranks[a], ranks[b])), p,
+                             random_seeds=[1000 * a + 10 * b + k for k in range(random_rotations)])
+    align_seconds.append(time.perf_counter() - t)
+    paths[(a, b)] = mc.alignment_paths(config, states[a], variants, alphas, tokens[test_idx], labels[test_idx], p)
+    function_error[(a, b)] = mc.function_change(config, states[b], variants, tokens, p)
+barriers = {name: {pair_label[k]: mc.barrier(paths[k][name][0], alphas) for k in pairs} for name in mc.ALIGNMENTS}
+same_labels, contrast_labels = [pair_label[k] for k in same_pairs], [pair_label[k] for k in contrast_pairs]
+over = lambda name, labels: {k: barriers[name][k] for k in labels}                # noqa: E731
+spawn_barrier = mc.barrier(spawn_acc_path, alphas)
+median = lambda values: round(float(np.median(values)), 4) if values else None   # noqa: E731
+steps = {name: {"same keys": median(list(over(name, same_labels).values())),
+                "different keys": median(list(over(name, contrast_labels).values()))} for name in mc.ALIGNMENTS}
+table([{"alignment": name, "median barrier, same key set": v["same keys"],
+        "median barrier, different key sets": v["different keys"]} for name, v in steps.items()],
+      caption=f"Barrier of the held-out accuracy after each alignment, median over the {len(same_pairs)} pairs "
+              f"sharing their key set and the {len(contrast_pairs)} contrast pairs (the pair that shares its "
+              f"history: {spawn_barrier:.4f})", digits=4)
 
-barriers = {kind: {pair_label[(a, b)]: mc.barrier(paths[(kind, a, b)][0], alphas) for a, b in pairs} for kind in KINDS}
-spawn_barrier = mc.barrier(paths["spawned"][0], alphas)
-table([{"pair": pair_label[(a, b)], "core rank": int(max(ranks[a], ranks[b])),
-        **{f"barrier, {kind}": barriers[kind][pair_label[(a, b)]] for kind in barriers},
-        "core + weights: max logit change (relative)": function_error[(a, b)]} for a, b in pairs]
-      + [{"pair": f"{parent_seed} spawned twice", "barrier, naive": spawn_barrier}],
-      caption="Barrier of the held-out accuracy along each path (the largest fall below the line between its ends)",
-      digits=4)
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy along the straight line from model A (\u03b1 = 0) to model B (\u03b1 = 1) for every pair: as trained (grey: the pair that shares its history), after weight matching, after aligning the cores, and after aligning as many principal components.", "name": "fig-09-paths"}}
-kinds = {"naive": "as trained", "weights": "weight matching", "core + weights": "cores aligned, then weight matching",
-         "pca + weights": "principal components aligned, then weight matching"}
-fig, axes = panel_grid(len(kinds), ncols=2, panel=(5, 3.2), sharey=True)
-for ax, (kind, title) in zip(axes, kinds.items()):
-    for a, b in pairs:
-        ax.plot(alphas, paths[(kind, a, b)][0], "o-", ms=3, label=pair_label[(a, b)])
-    if kind == "naive":
-        ax.plot(alphas, paths["spawned"][0], "s--", ms=3, color="0.5", label=f"{parent_seed} spawned twice")
-    ax.set(xlabel="α (0: A, 1: B)", ylabel="held-out accuracy", title=title, ylim=(0, 1.02))
-handles = {lab: line for ax in axes for line, lab in zip(*ax.get_legend_handles_labels())}
-fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(len(handles), 5))
-figures.save(fig, "interpolation_paths")
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Barrier of the held-out accuracy after each alignment (a point per pair): pairs sharing their key set (filled) and pairs whose key sets differ (open); the dashed line is the pair that shares its history.", "name": "fig-09-barriers"}}
+fig, ax = plt.subplots(figsize=(8, 3.8), layout="constrained")
+y = np.arange(len(mc.ALIGNMENTS))
+for labels_, style in ((same_labels, dict(color="C0", label="same key set")),
+                       (contrast_labels, dict(facecolors="none", edgecolors="C3", label="different key sets"))):
+    for i, name in enumerate(mc.ALIGNMENTS):
+        values = list(over(name, labels_).values())
+        ax.scatter(values, np.full(len(values), y[i]) + (0.15 if labels_ is same_labels else -0.15), s=14,
+                   **({**style, "label": style["label"] if i == 0 else None}))
+ax.axvline(spawn_barrier, color="0.4", ls="--", lw=1, label="shares its history")
+ax.set(yticks=y, yticklabels=mc.ALIGNMENTS, xlabel="barrier of the held-out accuracy", xlim=(-0.02, 1.02))
+ax.invert_yaxis()
+fig.legend(loc="outside lower center", ncols=3, fontsize=8)
+figures.save(fig, "barriers")
 plt.show()
 
 # %% [markdown]
-# {numref}`fig-09-paths` shows every path. A barrier near 0 means the two models are linearly connected
-# once aligned; a barrier near the models' accuracy means the midpoint has forgotten the task.
+# {numref}`fig-09-barriers` lays out every construction; a barrier near 0 means the two models are linearly
+# connected once aligned, a barrier near the models' accuracy that the midpoint has forgotten the task.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy along the straight line from model A (\u03b1 = 0) to model B (\u03b1 = 1) for the pairs that share their key set (solid) and the contrast pairs (dotted): as trained (grey dashed: the pair that shares its history), after Git Re-Basin, after aligning every symmetry by the cores, and by as many principal components.", "name": "fig-09-paths"}}
+kinds = {"naive": "as trained", "rebasin": "Git Re-Basin (weight matching)", "core, full": "every symmetry, by the cores",
+         "pca, full": "every symmetry, by principal components"}
+fig, axes = panel_grid(len(kinds), ncols=2, panel=(5, 3.2), sharey=True)
+for ax, (kind, title) in zip(axes, kinds.items()):
+    for k in pairs:
+        ax.plot(alphas, paths[k][kind][0], "o-" if k in same_pairs else "o:", ms=3, lw=1,
+                color="C0" if k in same_pairs else "C3", alpha=0.8)
+    if kind == "naive":
+        ax.plot(alphas, spawn_acc_path, "s--", ms=3, color="0.4", label=f"{parent_seed} spawned twice")
+        ax.legend(loc="lower left", fontsize=8)
+    ax.set(xlabel="α (0: A, 1: B)", ylabel="held-out accuracy", title=title, ylim=(0, 1.02))
+figures.save(fig, "interpolation_paths")
+plt.show()
 
 # %% [markdown]
 # ## Stitching through the core
@@ -240,7 +266,8 @@ plt.show()
 # keeps A's coordinates in its core of rank $r$ (the larger of the two models' energy ranks there), maps
 # them by least squares on the training pairs into B's core coordinates, and rebuilds B's stream as its
 # training mean plus the mapped coordinates. The score is the stitched model's held-out accuracy as a
-# share of B's own.
+# share of B's own, and, for the claims, as a share of the full-rank stitch's: no linear stitch at this cut does
+# better than the full-rank one, so a rank-$r$ stitch is judged against what a linear map can carry there.
 
 # %%
 x, core_cut = mc.core_before_mlp(run.model, tokens, p)                         # x (M, p², D)
@@ -263,42 +290,50 @@ for a, b in itertools.permutations(members, 2):
         accuracy = mc.stitch_accuracy(x[a], x[b], q_a, q_b, readouts[b], labels, train_idx, test_idx)
         stitch[kind][(a, b)] = accuracy / own[b]
     stitch_seconds.append(time.perf_counter() - t)
-table([{"A → B": pair_label[k], "rank r": ranks_used[k], **{f"{kind}": stitch[kind][k] for kind in stitch}}
-       for k in stitch["core"]],
-      caption="Stitched held-out accuracy as a share of B's own, through A's and B's cores of rank r, their top r "
-              "principal components, random subspaces of rank r, and the whole stream (the ceiling)", digits=4)
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "For every stitch, the share of ordered pairs (A \u2192 B) whose stitched held-out accuracy reaches at least a given share of B's own: through the cores, the top principal components and random subspaces of the same rank, through the whole stream (the ceiling), and through the cores for the pairs that share their key set (dashed); the dotted line is the 0.99 target.", "name": "fig-09-stitch"}}
+relative = {kind: {pair_label[k]: round(v / max(stitch["full"][k], 1e-9), 4) for k, v in stitch[kind].items()}
+            for kind in ("core", "pca", "random")}
 same = {k: keys[k[0]] == keys[k[1]] for k in stitch["core"]}                # does A use B's key set?
-shares = np.linspace(0, 1, 201)
-curves = {kind: list(scores.values()) for kind, scores in stitch.items()}
-curves["core, same key set"] = [v for k, v in stitch["core"].items() if same[k]]
+same_ordered = [pair_label[k] for k in stitch["core"] if same[k]]
+table([{"A → B": pair_label[k], "rank r": ranks_used[k], "same key set": same[k], "full rank (the ceiling)": stitch["full"][k],
+        **{f"{kind}, share of the ceiling": relative[kind][pair_label[k]] for kind in relative}}
+       for k in stitch["core"] if same[k]],
+      caption="Stitched held-out accuracy between models that share their key set: through the whole stream as a share "
+              "of B's own (the ceiling of a linear stitch), and through A's and B's cores of rank r, their top r "
+              "principal components and random subspaces of rank r as a share of that ceiling", digits=4)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "For the stitches through the cores, the top principal components and random subspaces of the same rank, the share of ordered pairs (A \u2192 B) whose stitched held-out accuracy reaches at least a given share of the full-rank stitch's (the ceiling): the pairs that share their key set (solid) and all pairs (dashed); the dotted line is the 0.99 target.", "name": "fig-09-stitch"}}
+shares = np.linspace(0, 1.2, 241)
 fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
-for label, values in curves.items():
-    if values:
-        reached = (np.asarray(values)[:, None] >= shares).mean(0)             # (201,)
-        ax.plot(shares, reached, ls="--" if "same" in label else "-", label=f"{label} ({len(values)} pairs)")
+for i, kind in enumerate(relative):
+    for chosen, ls in ((same_ordered, "-"), (list(relative[kind]), "--")):
+        values = [relative[kind][k] for k in chosen]
+        if values:
+            reached = (np.asarray(values)[:, None] >= shares).mean(0)             # (241,)
+            ax.plot(shares, reached, ls=ls, color=f"C{i}",
+                    label=f"{kind}, {'same key set' if ls == '-' else 'all'} ({len(values)} pairs)")
 ax.axvline(0.99, color="black", ls=":", lw=1)
-ax.set(xlabel="stitched accuracy as a share of B's own", ylabel="share of ordered pairs reaching it",
-       xlim=(0, 1.02), ylim=(0, 1.02))
-ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+ax.set(xlabel="stitched accuracy as a share of the full-rank stitch's", ylabel="share of ordered pairs reaching it",
+       xlim=(0, 1.2), ylim=(0, 1.02))
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
 figures.save(fig, "stitching")
 plt.show()
 
 # %% [markdown]
-# {numref}`fig-09-stitch` sets the core stitch beside its nulls and its ceiling.
+# {numref}`fig-09-stitch` sets the core stitch beside its nulls, each as a share of the ceiling.
 #
 # ## Does stitching know the algorithm?
 #
 # Ordered pairs whose models share their exact key set against pairs whose key sets differ: the difference
-# of the mean core-stitch scores, with a 95 % interval from resampling the models. Null: the same
-# difference with the key sets shuffled among the models.
+# of the mean core-stitch scores, with a 95 % interval from resampling the models. Nulls: the same
+# difference with the key sets shuffled among the models, and the same difference for the stitch through the top
+# principal components (if it shows the same gap, stitching knows the key set, not the core).
 
 # %%
 n_same_pairs = sum(same.values()) // 2
 rng = np.random.default_rng(0)
 if 0 < sum(same.values()) < len(same):
     difference, interval = mc.pair_difference(stitch["core"], same, n_boot=n_boot, seed=0)
+    pca_difference, pca_interval = mc.pair_difference(stitch["pca"], same, n_boot=n_boot, seed=0)
     shuffled = []
     for _ in range(200):
         order = rng.permutation(members)
@@ -308,7 +343,7 @@ if 0 < sum(same.values()) < len(same):
             shuffled.append(mc.pair_difference(stitch["core"], s, n_boot=1)[0])
     shuffled_difference = float(np.mean(shuffled)) if shuffled else None
 else:
-    difference, interval, shuffled_difference = None, None, None
+    difference, interval, shuffled_difference, pca_difference = None, None, None, None
 print(f"{n_same_pairs} pair(s) of models share their key set, {len(same) // 2 - n_same_pairs} do not"
       + ("" if difference is None else f"; same − different: {difference:+.4f}, 95 % interval "
          f"{'—' if interval is None else f'[{interval[0]:+.4f}, {interval[1]:+.4f}]'}"))
@@ -316,12 +351,21 @@ print(f"{n_same_pairs} pair(s) of models share their key set, {len(same) // 2 - 
 # %% [markdown]
 # ## Claims
 #
-# Every claim covers the pairs named before the run: every pair (or ordered pair) of the models that
-# generalise. A claim over fewer than five says so.
+# The claims about merging one algorithm cover the pairs (or ordered pairs) of models that generalise and
+# share their key set, named by the rule above before the run; the contrast pairs are reported. A claim over
+# fewer than five says so, and one over fewer than `min_same_key_pairs` pairs is undecided.
 
 # %%
-COVERS = f"pair of independently trained models that generalise (the first {max_path_pairs} in seed order)"
-STITCHED = "ordered pair of independently trained models that generalise"
+SAME = "pair of models that generalise and share their key set"
+NO_INTERVAL = (float("nan"), float("nan"))                                        # one pair: no bootstrap interval
+too_few = (None if len(same_pairs) >= min_same_key_pairs else
+           f"only {len(same_pairs)} pair(s) of models share their key set, {min_same_key_pairs} are needed; more seeds "
+           "(the `seeds` parameter) give more such pairs")
+covered = same_labels or contrast_labels            # a claim over models needs one; with no same-key pair it is undecided
+ratio = lambda name: {k: round(barriers[name][k] / max(barriers["rebasin"][k], 1e-9), 4) for k in covered}  # noqa: E731
+core_vs_pca, core_vs_pca_ci = mc.paired_difference(over("pca, full", covered), over("core, full", covered), n_boot)
+pca_vs_procrustes, pca_vs_procrustes_ci = mc.paired_difference(over("procrustes, full", covered),
+                                                               over("pca, full", covered), n_boot)
 if n_same_pairs < min_same_key_pairs:
     open_question = (f"only {n_same_pairs} pair(s) of models share their key set, {min_same_key_pairs} are needed; "
                      "more seeds (the `seeds` parameter) give more such pairs")
@@ -329,59 +373,73 @@ elif difference is None:
     open_question = "every pair of models shares its key set, so there is nothing to compare with"
 else:
     open_question = None
-claims.check("naive_barrier", barriers["naive"], at_least(0.2), covers=COVERS,
+
+# %%
+claims.check("naive_barrier", over("naive", covered), at_least(0.2), covers=SAME, undecided=too_few,
              statistic="barrier of the held-out accuracy on the straight line between the two models' weights",
              null=Null(f"the pair that shares its history (seed {parent_seed} trained on twice from epoch {spawn_epoch})",
                        round(spawn_barrier, 4)),
              why="the ACE paper's geometry (cores in nearly orthogonal subspaces) predicts that averaging fails")
 claims.check("spawned_pair_connected", round(spawn_barrier, 4), at_most(0.05),
              statistic=f"barrier of the pair that shares its history (seed {parent_seed}, forked at epoch {spawn_epoch})",
-             null=Null("the independently trained pairs", barriers["naive"]),
+             null=Null("the independently trained pairs that share their key set", over("naive", covered)),
              undecided=None if spawn_acc.min() >= generalise_at else
              f"the continuations reach held-out accuracy {spawn_acc.min():.4f}, below generalise_at = {generalise_at}: "
              "two models that have not learnt the task say nothing about connectivity")
-claims.report("weight_matched_barrier", barriers["weights"],
-              statistic="barrier after permuting B's MLP units and heads to match A's weights (Git Re-Basin)")
-claims.report("core_rotated_barrier", barriers["core"],
-              statistic="barrier after rotating B's stream so that its core coordinates match A's, without matching units")
-claims.check("core_aligned_connects", barriers["core + weights"], at_most(0.05), covers=COVERS,
-             statistic="barrier after rotating B's stream so that its core coordinates match A's, then matching its "
-                       "MLP units and heads to A's weights",
-             null=[Null(f"a random rotation in place of the core alignment (best of {random_rotations})",
-                        barriers["random + weights"]),
-                   Null("the rotation that aligns as many top principal components", barriers["pca + weights"])])
-claims.check("core_alignment_halves_barrier",
-             {k: round(barriers["core + weights"][k] / max(barriers["weights"][k], 1e-9), 4) for k in barriers["core"]},
-             at_most(0.5), covers=COVERS,
-             statistic="barrier with the cores aligned before weight matching, as a share of weight matching's alone",
-             null=Null(f"a random rotation (best of {random_rotations}) in place of the core alignment",
-                       {k: round(barriers["random + weights"][k] / max(barriers["weights"][k], 1e-9), 4)
-                        for k in barriers["core"]}))
-claims.check("core_stitch_sufficient", {pair_label[k]: round(v, 4) for k, v in stitch["core"].items()}, at_least(0.99),
-             covers=STITCHED,
-             statistic="held-out accuracy stitched through the cores at the cut before the MLP, as a share of B's own",
-             null=[Null("random subspaces of the same rank", {pair_label[k]: round(v, 4) for k, v in stitch["random"].items()}),
+for name, claim_id in (("units", "units_matched_barrier"), ("rebasin", "rebasin_barrier"),
+                       ("rebasin + heads", "rebasin_heads_barrier"), ("activations", "activation_matching_barrier")):
+    claims.report(claim_id, over(name, covered), statistic=f"barrier after the alignment '{name}' (pairs sharing their "
+                  "key set)")
+claims.report("construction_steps", steps, statistic="median barrier after each alignment over the pairs sharing "
+              "their key set and over the contrast pairs (the core construction step by step, then its nulls)")
+
+# %%
+claims.check("core_aligned_connects", over("core, full", covered), at_most(0.05), covers=SAME, undecided=too_few,
+             statistic="barrier after aligning every symmetry by the cores (stream rotated by the cores fitted at "
+                       "every position, units and heads matched, each head's inner maps aligned)",
+             null=[Null(f"a random rotation in place of the cores (best of {random_rotations})", over("random, full", covered)),
+                   Null("as many top principal components in place of the cores", over("pca, full", covered)),
+                   Null("a Procrustes map of the whole stream in place of the cores", over("procrustes, full", covered))])
+claims.check("core_alignment_halves_barrier", ratio("core, full"), at_most(0.5), covers=SAME, undecided=too_few,
+             statistic="barrier after aligning every symmetry by the cores, as a share of Git Re-Basin's",
+             null=[Null(f"a random rotation (best of {random_rotations}) in place of the cores", ratio("random, full")),
+                   Null("as many top principal components in place of the cores", ratio("pca, full"))])
+claims.check("core_beats_pca", round(core_vs_pca, 4), interval_above(0), interval=core_vs_pca_ci or NO_INTERVAL,
+             undecided=too_few or (None if core_vs_pca_ci else "one pair gives no interval"),
+             statistic="mean over the pairs sharing their key set of the barrier after aligning every symmetry by the "
+                       "top principal components minus that by the cores (95 % bootstrap interval over the pairs)",
+             null=Null("the whole-stream Procrustes map minus the principal components (two constructions from the "
+                       "stream's statistics alone)", round(pca_vs_procrustes, 4), pca_vs_procrustes_ci or NO_INTERVAL))
+
+# %%
+claims.check("core_stitch_sufficient", {k: relative["core"][k] for k in same_ordered} or relative["core"],
+             at_least(0.99), covers="ordered " + SAME, undecided=too_few,
+             statistic="held-out accuracy stitched through the cores at the cut before the MLP, as a share of the "
+                       "full-rank stitch's (the ceiling of a linear stitch there)",
+             null=[Null("random subspaces of the same rank", {k: relative["random"][k] for k in same_ordered} or relative["random"]),
                    Null("the top principal components of the same rank",
-                        {pair_label[k]: round(v, 4) for k, v in stitch["pca"].items()})])
-claims.report("full_rank_stitch", {pair_label[k]: round(v, 4) for k, v in stitch["full"].items()},
-              statistic="the ceiling: held-out accuracy stitched through the whole stream, as a share of B's own")
+                        {k: relative["pca"][k] for k in same_ordered} or relative["pca"])])
+claims.report("full_rank_stitch", {pair_label[k]: round(v, 4) for k, v in stitch["full"].items() if same[k]},
+              statistic="the ceiling: held-out accuracy stitched through the whole stream, as a share of B's own "
+                        "(ordered pairs sharing their key set)")
 claims.check("same_keys_stitch_better", None if difference is None else round(difference, 4), at_least(0.05),
              statistic="mean core-stitch score of pairs sharing their key set minus that of pairs whose sets differ",
              interval=interval,
-             null=Null("the key sets shuffled among the models (mean of 200 shuffles)",
-                       None if shuffled_difference is None else round(shuffled_difference, 4)),
+             null=[Null("the key sets shuffled among the models (mean of 200 shuffles)",
+                        None if shuffled_difference is None else round(shuffled_difference, 4)),
+                   Null("the same difference for the stitch through the top principal components",
+                        None if pca_difference is None else round(pca_difference, 4))],
              undecided=open_question)
 claims.check("alignment_preserves_function", round(max(function_error.values(), default=0.0), 8), at_most(1e-4),
-             statistic="largest change of B's logits under the core rotation and unit matching, relative to their "
-                       "largest value",
+             statistic="largest change of B's logits under any of the alignments, relative to their largest value",
              no_null="numerical check")
 claims.check("path_ends_are_the_models",
-             round(max(max(abs(paths[("naive", a, b)][0][0] - test_acc[a]) for a, b in pairs),
-                       max(abs(paths[("naive", a, b)][0][-1] - test_acc[b]) for a, b in pairs)), 8),
+             round(max(max(abs(paths[(a, b)]["naive"][0][0] - test_acc[a]) for a, b in pairs),
+                       max(abs(paths[(a, b)]["naive"][0][-1] - test_acc[b]) for a, b in pairs)), 8),
              at_most(1e-6), statistic="largest difference between a path's end and its model's held-out accuracy",
              no_null="numerical check")
 claims.report("cost_seconds", {"training (all seeds)": round(train_seconds, 1),
-                               **{k: round(float(np.mean(v)), 3) for k, v in seconds.items()},
+                               "every alignment of a pair": round(float(np.mean(align_seconds)), 3),
                                "stitching, 4 subspaces": round(float(np.mean(stitch_seconds)), 3) if stitch_seconds else None},
               statistic="seconds of each method per pair on this run's device")
 claims.write()

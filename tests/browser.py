@@ -17,9 +17,11 @@ MISSING = "/usr/bin/chromium is not installed (apt-get install chromium; .ci/run
 
 #: A same-origin page that loads ``?page=URL`` in an iframe of ``&width=W`` px and writes, into its own DOM, the
 #: tables wider than their box or the screen (each marked with whether a sideways-scrolling box holds it), the
-#: claims tables' columns narrower than 12 characters of their font, the cells that clip their text, and the page's
-#: width and height (folded sections stay closed).
-PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
+#: claims tables' columns narrower than 12 characters of their font, the cells that clip their text, the page's
+#: width and height (folded sections closed); the lowest contrast of a claim id against its background in the light
+#: and the dark theme; then, every fold opened: the page's height, the table rows over 600 px, raw Markdown table
+#: syntax in the visible text, and the claims tables' verdict cells not visible without scrolling sideways.
+PROBE = r"""<!doctype html><html><body><pre id="result">pending</pre>
 <script>
 const q = new URLSearchParams(location.search);
 const frame = document.createElement("iframe");
@@ -50,10 +52,56 @@ frame.onload = () => setTimeout(() => {
       if (td.scrollWidth > td.clientWidth + 1 && win.getComputedStyle(td).overflowX !== "visible")
         cells.push({table: i, text: td.textContent.trim().slice(0, 40)}); });
   });
-  document.getElementById("result").textContent = "RESULT" + JSON.stringify(
-    {tables: doc.querySelectorAll("table").length, cut: cut, page_width: doc.documentElement.scrollWidth,
-     page_height: doc.documentElement.scrollHeight, narrow_columns: narrow, cut_cells: cells});
+  const folded = {tables: doc.querySelectorAll("table").length, cut: cut, page_width: doc.documentElement.scrollWidth,
+                  page_height: doc.documentElement.scrollHeight, narrow_columns: narrow, cut_cells: cells};
+  const lightContrast = idContrast(doc, win);
+  doc.documentElement.dataset.theme = "dark"; doc.documentElement.dataset.mode = "dark";
+  setTimeout(() => {
+    const darkContrast = idContrast(doc, win);
+    doc.documentElement.dataset.theme = "light"; doc.documentElement.dataset.mode = "light";
+    doc.querySelectorAll("details").forEach((d) => { d.open = true; });          // every fold and dropdown opened
+    setTimeout(() => {
+      const tall = [];
+      doc.querySelectorAll("tr").forEach((tr) => {
+        const h = tr.getBoundingClientRect().height;
+        if (h > 600) tall.push({px: Math.round(h), text: tr.textContent.trim().slice(0, 60)}); });
+      const text = doc.body.innerText;
+      const raw = (text.match(/\|\s*:?-{3,}:?\s*\||\|\s*—\s*\|/g) || []).slice(0, 5);
+      const hidden = [], viewport = doc.documentElement.clientWidth;
+      doc.querySelectorAll('table.corekit-claims td[data-label="verdict"]').forEach((td) => {
+        let right = viewport;
+        for (let el = td.parentElement; el && el !== doc.body; el = el.parentElement) {
+          const o = win.getComputedStyle(el).overflowX;
+          if (o === "auto" || o === "scroll" || o === "hidden") right = Math.min(right, el.getBoundingClientRect().right); }
+        const r = td.getBoundingClientRect();
+        if (td.offsetParent === null || r.right > right + 1 || r.left < 0)
+          hidden.push({claim: td.parentElement.textContent.trim().slice(0, 40), right: Math.round(r.right)}); });
+      document.getElementById("result").textContent = "RESULT" + JSON.stringify(Object.assign(folded, {
+        unfolded_height: doc.documentElement.scrollHeight, tall_rows: tall, raw_markdown: raw,
+        id_contrast: {light: lightContrast, dark: darkContrast}, verdicts_hidden: hidden}));
+    }, 500);
+  }, 500);
 }, 1500);
+// The lowest contrast ratio (WCAG 2) of a claim id against the background behind it, over the claims tables' ids.
+function idContrast(doc, win) {
+  const rgba = (c) => (c.match(/[\d.]+/g) || [0, 0, 0, 0]).map(Number).concat([1]).slice(0, 4);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  let worst = null;
+  doc.querySelectorAll("table.corekit-claims td:first-child code").forEach((code) => {
+    let bg = null;
+    for (let el = code; el && !bg; el = el.parentElement) {
+      const c = rgba(win.getComputedStyle(el).backgroundColor); if (c[3] > 0.5) bg = c; }
+    if (!bg) bg = rgba(win.getComputedStyle(doc.documentElement).backgroundColor);
+    if (bg[3] <= 0.5) bg = [255, 255, 255, 1];
+    const fg = rgba(win.getComputedStyle(code).color);
+    const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    if (!worst || ratio < worst.ratio) worst = {ratio: Math.round(ratio * 100) / 100, id: code.textContent.slice(0, 40),
+                                              fg: win.getComputedStyle(code).color, bg: "rgb(" + bg.slice(0, 3) + ")"};
+  });
+  return worst;
+}
 document.body.appendChild(frame);
 </script></body></html>
 """
@@ -97,10 +145,11 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
 
 def cut_tables(html: Path, base: str, page: str, width: int, profile: Path) -> dict:
     """Return {"tables", "cut": the tables too wide for their box, "page_width", "page_height", "narrow_columns",
-    "cut_cells"} for ``page`` shown ``width`` px wide."""
+    "cut_cells", "id_contrast" (light, dark), "unfolded_height", "tall_rows", "raw_markdown", "verdicts_hidden"} for
+    ``page`` shown ``width`` px wide."""
     (html / "_table_probe.html").write_text(PROBE)
     url = f"{base}/_table_probe.html?page=/{page}&width={width}"
-    dom = chromium("--virtual-time-budget=10000", f"--window-size={width + 40},1000", "--dump-dom", url,
+    dom = chromium("--virtual-time-budget=15000", f"--window-size={width + 40},1000", "--dump-dom", url,
                    profile=profile).stdout
     found = re.search(r"RESULT(\{.*?\})</pre>", dom)
     assert found, f"the table probe did not finish on {page} at {width} px:\n{dom[-1500:]}"

@@ -22,10 +22,17 @@ BUILD_TIMEOUT_S = 600
 SCREENS = {"laptop": 1366, "phone": 390}
 #: The prose pages that quote the runs' values (``{{ claim_* }}``): held to a chapter's height too.
 PROSE_PAGES = ["book/two_lenses.html", "book/merging_cores.html"]
-#: Every chapter page, the prose pages and the results page, each looked at on both screens.
-CHECKED_PAGES = ["book/results.html", *PROSE_PAGES] + [f"notebooks/{name}.html" for name in notebooks.toc_notebooks(REPO)]
-#: The longest a chapter page may be on a laptop, its folded sections closed (a reader scrolls, but not forever).
+#: The pages that hold tables: every chapter page, the prose pages and the results page.
+TABLE_PAGES = ["book/results.html", *PROSE_PAGES] + [f"notebooks/{name}.html" for name in notebooks.toc_notebooks(REPO)]
+#: Every page of the site but the API reference: the front page and the book's other pages too, on both screens.
+CHECKED_PAGES = TABLE_PAGES + sorted(f"book/{p.stem}.html" for p in (REPO / "book").glob("*.md")
+                                     if f"book/{p.stem}.html" not in TABLE_PAGES)
+#: The longest a page may be on a laptop, every fold opened (a reader scrolls, but not forever).
 MAX_CHAPTER_HEIGHT_PX = 25_000
+#: The tallest a table row may be on either screen (a cell of more than about six lines is a wall, not a value).
+MAX_ROW_PX = 600
+#: The lowest contrast a claim id may have against its background, in both themes (WCAG 2 AA for body text).
+MIN_CONTRAST = 4.5
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +148,10 @@ def test_the_published_site_names_no_absolute_path(site):
 @pytest.mark.parametrize("page", CHECKED_PAGES)
 def test_tables_fit_a_laptop_and_scroll_in_their_own_box_on_a_phone(site, page, tmp_path):
     """On both screens: no table wider than its box (on a phone, only inside a box of its own that scrolls), no page
-    scrolling sideways, every claims-table column at least 12 characters wide, no cell clipping its text; on a
-    laptop a chapter page is at most MAX_CHAPTER_HEIGHT_PX tall with its folded sections closed."""
+    scrolling sideways, every claims-table column at least 12 characters wide, no cell clipping its text, no table row
+    over MAX_ROW_PX with every fold open, no raw Markdown table syntax on the page, every verdict visible without
+    scrolling sideways; claim ids of at least MIN_CONTRAST against their background in the light and the dark theme;
+    on a laptop every page at most MAX_CHAPTER_HEIGHT_PX tall with every fold open."""
     keep = REPO / "_build" / "screenshots"
     keep.mkdir(parents=True, exist_ok=True)
     with serve(site) as base:
@@ -152,14 +161,23 @@ def test_tables_fit_a_laptop_and_scroll_in_their_own_box_on_a_phone(site, page, 
                      profile=tmp_path / f"shot{width}")
             assert shot.is_file() and shot.stat().st_size > 10_000, f"no screenshot of {page} at {width} px"
             probe = cut_tables(site, base, page, width, tmp_path / f"probe{width}")
-            assert probe["tables"] > 0, f"{page} has no table"
+            assert probe["tables"] > 0 or page not in TABLE_PAGES, f"{page} has no table"
             cut = probe["cut"] if screen == "laptop" else [t for t in probe["cut"] if not t["in_scroll_box"]]
             assert not cut, f"{page} at {width} px ({screen}): tables too wide {json.dumps(cut)}"
             assert probe["page_width"] <= width + 1, f"{page} at {width} px: the page itself scrolls sideways"
             assert not probe["narrow_columns"], f"{page} at {width} px: columns under 12 characters " \
                                                 f"{json.dumps(probe['narrow_columns'])}"
             assert not probe["cut_cells"], f"{page} at {width} px: cells cut by their box {json.dumps(probe['cut_cells'])}"
-            if screen == "laptop" and (page.startswith("notebooks/") or page in PROSE_PAGES):
-                assert probe["page_height"] <= MAX_CHAPTER_HEIGHT_PX, \
-                    f"{page}: {probe['page_height']} px tall on a laptop (at most {MAX_CHAPTER_HEIGHT_PX})"
+            assert not probe["tall_rows"], f"{page} at {width} px: rows over {MAX_ROW_PX} px, folds open " \
+                                           f"{json.dumps(probe['tall_rows'])}"
+            assert not probe["raw_markdown"], f"{page}: raw Markdown table syntax shown {probe['raw_markdown']}"
+            assert not probe["verdicts_hidden"], f"{page} at {width} px: verdicts off screen " \
+                                                 f"{json.dumps(probe['verdicts_hidden'])}"
+            for theme, worst in probe["id_contrast"].items():
+                assert worst is None or worst["ratio"] >= MIN_CONTRAST, \
+                    f"{page} at {width} px, {theme} theme: a claim id of contrast {json.dumps(worst)}"
+            if screen == "laptop":
+                assert probe["unfolded_height"] <= MAX_CHAPTER_HEIGHT_PX, \
+                    f"{page}: {probe['unfolded_height']} px tall on a laptop with every fold open (at most " \
+                    f"{MAX_CHAPTER_HEIGHT_PX})"
     shutil.rmtree(tmp_path, ignore_errors=True)

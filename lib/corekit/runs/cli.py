@@ -36,7 +36,16 @@ from typing import NoReturn
 
 from corekit.runs.errors import CorekitError, Interrupted, Problems
 from corekit.runs.execute import Outputs, SigTerm, Terminated, check_outputs, execute, prepare_out, sigterm_raises, summary
-from corekit.runs.notebooks import NOTEBOOK_NAME, PROFILES, Notebook, find_root, get_notebook, notebook_names, toc_files, toc_notebooks
+from corekit.runs.notebooks import (
+    NOTEBOOK_NAME,
+    PROFILES,
+    Notebook,
+    find_root,
+    get_notebook,
+    notebook_names,
+    toc_files,
+    toc_notebooks,
+)
 from corekit.runs.parameters import check_chapter, check_compiles, effective_parameters, parse_value, read_parameters
 from corekit.runs.paramspec import expand_user
 from corekit.runs.site import build_html, check_book_out, marking, stage_book
