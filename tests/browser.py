@@ -19,7 +19,7 @@ MISSING = "/usr/bin/chromium is not installed (apt-get install chromium; .ci/run
 #: tables wider than their box or the screen (each marked with whether a sideways-scrolling box holds it), the
 #: claims tables' columns narrower than 12 characters of their font, the cells that clip their text, the page's
 #: width and height (folded sections closed); the lowest contrast of a claim id against its background in the light
-#: and the dark theme; then, every fold opened: the page's height, the table rows over 600 px, raw Markdown table
+#: and the dark theme; then, every fold opened but the code cells' (hidden inputs): the page's height, the table rows over 600 px, raw Markdown table
 #: syntax in the visible text, and the claims tables' verdict cells not visible without scrolling sideways.
 PROBE = r"""<!doctype html><html><body><pre id="result">pending</pre>
 <script>
@@ -59,7 +59,7 @@ frame.onload = () => setTimeout(() => {
   setTimeout(() => {
     const darkContrast = idContrast(doc, win);
     doc.documentElement.dataset.theme = "light"; doc.documentElement.dataset.mode = "light";
-    doc.querySelectorAll("details").forEach((d) => { d.open = true; });          // every fold and dropdown opened
+    doc.querySelectorAll("details:not(.above-input)").forEach((d) => { d.open = true; });   // every fold of values
     setTimeout(() => {
       const tall = [];
       doc.querySelectorAll("tr").forEach((tr) => {

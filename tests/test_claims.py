@@ -183,7 +183,7 @@ def table_cells(html_text: str) -> list[list[str]]:
     import re
     from html import unescape
     table = html_text[html_text.index("<table"):html_text.index("</table>")]
-    rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.S)
     return [[unescape(re.sub(r"<[^>]+>", "", c.replace("<br>", " | ").replace("<wbr>", "")))
              for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S)] for row in rows]
 
@@ -213,8 +213,9 @@ def test_a_reason_and_values_from_elsewhere_show_and_a_long_value_is_summarised_
     rows = table_cells(html)
     assert rows[1][0] == "acc[a_b]"
     assert rows[1][1] == "ours (cpu) 12 values, 0.5 (model 0) to 0.61 (model 11), median 0.555 | quick run 0.4"
-    assert rows[1][3] == "≥ 0.9 | Fails: 12 of 12 models < 0.9 <here>."
-    assert rows[1][4] == "FAIL"
+    assert rows[1][3] == "≥ 0.9" and rows[1][4] == "FAIL"
+    assert rows[2] == ["Fails: 12 of 12 models < 0.9 <here>."]                 # the reason, across the table below
+    assert '<tr class="corekit-reason-row"><td data-label="why" colspan="5">' in html
     fold = html[html.index("<details"):]                                  # every value, one click away
     assert all(f"<th>model {i}</th>" in fold for i in range(12)) and "0.61" in fold
 

@@ -36,7 +36,7 @@ def over_models() -> dict:
 
 def cells(table_html: str) -> list[dict[str, str]]:
     """Return each row of a claims table as {column: text} (tags dropped, <br> as " | ")."""
-    rows = re.findall(r"<tr>(.*?)</tr>", table_html.split("<details")[0], flags=re.S)[1:]
+    rows = re.findall(r'<tr(?: class="corekit-has-reason")?>(.*?)</tr>', table_html.split("<details")[0], flags=re.S)[1:]
     return [{label: unescape(re.sub(r"<[^>]+>", "", text.replace("<br>", " | ").replace("<wbr>", "")))
              for label, text in re.findall(r'<td data-label="(\w+)">(.*?)</td>', row, flags=re.S)} for row in rows]
 
@@ -180,4 +180,4 @@ def test_on_a_phone_each_claim_is_a_card_with_its_verdict_beside_its_id():
     assert "table.corekit-claims thead { display: none; }" in phone
     assert 'td[data-label="verdict"] { order: -1;' in phone and 'td[data-label="claim"] { order: -2;' in phone
     html = claims_view.claims_html([over_models()], per_model=False)
-    assert html.count("<td ") == html.count('<td data-label="') == len(claims_view.COLUMNS)
+    assert html.count("<td ") == html.count('<td data-label="') == len(claims_view.COLUMNS) + 1   # + its reason

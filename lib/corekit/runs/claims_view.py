@@ -214,12 +214,15 @@ def claims_html(claims: list[dict], ours: str = "ours", others: Mapping[str, Map
         verdict = verdict_of(claim)
         label = VERDICT_STYLE[verdict][0]
         reason = reason_text(claim)
-        because = f'<br><em class="corekit-reason">{html.escape(reason)}</em>' if reason else ""
         cells = {"claim": f"<code>{id_html(claim['id'])}</code>", "values": _values_cell(claim, ours, others),
                  "null": html.escape(null_summary(claim) or "—"),
-                 "target": html.escape(claim.get("target") or "") + because,
+                 "target": html.escape(claim.get("target") or ""),
                  "verdict": f'<span class="corekit-{verdict}">{label}</span>'}
-        rows.append("<tr>" + "".join(_cell(column, cells[column]) for column in COLUMNS) + "</tr>")
+        rows.append(("<tr>" if not reason else '<tr class="corekit-has-reason">')
+                    + "".join(_cell(column, cells[column]) for column in COLUMNS) + "</tr>")
+        if reason:                             # the reason spans the table below its claim: a few lines, not a column
+            rows.append(f'<tr class="corekit-reason-row"><td data-label="why" colspan="{len(COLUMNS)}">'
+                        f'<em class="corekit-reason">{html.escape(reason)}</em></td></tr>')
     head = "".join(f"<th>{h}</th>" for h in COLUMNS)
     table = (f'<table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead>'
              f"<tbody>{''.join(rows)}</tbody></table>")
