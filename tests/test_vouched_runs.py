@@ -317,7 +317,8 @@ def nudged(value):
 @pytest.mark.parametrize("name", [n for n in notebooks.toc_notebooks(REPO) if publish.published_run(REPO, n).exists()])
 def test_any_measured_value_of_a_committed_run_moved_by_one_percent_is_refused(name):
     run = publish.published_run(REPO, name)
-    metrics = run.metrics
+    digests = (vouch.CLAIMS_DIGEST, vouch.TABLE_DIGEST)      # a run published with them fails on them first
+    metrics = {k: v for k, v in run.metrics.items() if k not in digests}
     for i, claim in enumerate(metrics["claims"]):
         if nudged(claim["measured"]) == claim["measured"]:
             continue                                                      # a text, a flag: nothing to move
