@@ -19,8 +19,9 @@ MISSING = "/usr/bin/chromium is not installed (apt-get install chromium; .ci/run
 #: tables wider than their box or the screen (each marked with whether a sideways-scrolling box holds it), the
 #: claims tables' columns narrower than 12 characters of their font, the cells that clip their text, the page's
 #: width and height (folded sections closed); the lowest contrast of a claim id against its background in the light
-#: and the dark theme; then, every fold opened but the code cells' (hidden inputs): the page's height, the table rows over 600 px, raw Markdown table
-#: syntax in the visible text, and the claims tables' verdict cells not visible without scrolling sideways.
+#: and the dark theme; then, every fold opened but the code cells' (hidden inputs): the page's height, the table rows
+#: over 600 px, raw Markdown table syntax in the visible text, and the claims tables' verdict cells not visible
+#: without scrolling sideways.
 PROBE = r"""<!doctype html><html><body><pre id="result">pending</pre>
 <script>
 const q = new URLSearchParams(location.search);
