@@ -25,18 +25,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/gpu-common.sh
 dry=0 wheels="" out="${OUT:-}" budget=""
 while (($#)); do
-    case "$1" in
-        --dry-run) dry=1 ;;
-        --wheels) wheels=${2:?--wheels needs a folder}; shift ;;
-        --out) out=${2:?--out needs a folder}; shift ;;
-        --budget) budget=${2:?--budget needs seconds}; shift ;;
-        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "gpu-check.sh: unknown option $1 (accepted: --wheels DIR, --out DIR, --budget S, --dry-run)" >&2
-           exit 2 ;;
-    esac
-    shift
+    shared_option "$1" "${2-}"
+    ((used)) || { echo "gpu-check.sh: unknown option $1 (accepted: --wheels DIR, --out DIR, --budget S, --dry-run)" >&2
+                  exit 2; }
+    shift "$used"
 done
 budget=${budget:-$((dry ? 1200 : 540))}
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget must be whole seconds, got $budget" >&2; exit 2; }
@@ -46,7 +41,6 @@ out=$(cd "$out" && pwd)
 rm -f "$out"/results.jsonl "$out"/steps.jsonl "$out"/gpu-check.log "$out"/runs.tar.gz
 PY=${PYTHON:-python3}
 name=gpu-check
-source scripts/gpu-common.sh
 gpu_setup
 
 bench=(--device "$device" --out "$out/results.jsonl")   # after every benchmark's own options

@@ -1,11 +1,26 @@
-# Shared by scripts/gpu-check.sh and scripts/gpu-publish.sh (sourced, not run): the notebook stack from wheels, the
-# environment check, and `step`, which runs one command under the call's time budget and records it.
+# Shared by scripts/gpu-check.sh and scripts/gpu-publish.sh (sourced, not run): their common options, the notebook
+# stack from wheels, the environment check, and `step`, which runs one command under the call's time budget and
+# records it.
 #
 # The sourcing script sets: name (for messages), dry (0/1), wheels (folder or ""), out (folder, made absolute),
 # budget (seconds), PY (the Python); gpu_setup then sets work (a private temporary folder, removed on exit), device
 # (cuda, or cpu for a dry run) and start; every step appends to $out/steps.jsonl and $out/$name.log and to failed[].
 
 log() { echo "$*" | tee -a "$out/$name.log"; }
+
+# shared_option ARG NEXT: take one of the options both scripts accept (--dry-run, --wheels DIR, --out DIR, --budget S,
+# --help), setting dry, wheels, out or budget; `used` is then the number of words it took (0: not one of them).
+shared_option() {
+    used=1
+    case "$1" in
+        --dry-run) dry=1 ;;
+        --wheels) wheels=${2:?--wheels needs a folder}; used=2 ;;
+        --out) out=${2:?--out needs a folder}; used=2 ;;
+        --budget) budget=${2:?--budget needs seconds}; used=2 ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) used=0 ;;
+    esac
+}
 
 # gpu_setup: install the wheels (if any) into a private folder, put lib/ on PYTHONPATH, check what the run needs.
 gpu_setup() {

@@ -22,20 +22,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/gpu-common.sh
 dry=0 wheels="" out="${OUT:-}" budget="" chapters=()
 while (($#)); do
-    case "$1" in
-        --dry-run) dry=1 ;;
-        --wheels) wheels=${2:?--wheels needs a folder}; shift ;;
-        --out) out=${2:?--out needs a folder}; shift ;;
-        --budget) budget=${2:?--budget needs seconds}; shift ;;
-        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        [0-9][0-9]_*) chapters+=("$1") ;;
-        *) echo "gpu-publish.sh: unknown option $1 (accepted: --wheels DIR, --out DIR, --budget S, --dry-run," \
-                "NN_name)" >&2
-           exit 2 ;;
-    esac
-    shift
+    shared_option "$1" "${2-}"
+    if ((used == 0)); then
+        [[ $1 == [0-9][0-9]_* ]] || { echo "gpu-publish.sh: unknown option $1 (accepted: --wheels DIR, --out DIR," \
+                                           "--budget S, --dry-run, NN_name)" >&2; exit 2; }
+        chapters+=("$1") used=1
+    fi
+    shift "$used"
 done
 ((${#chapters[@]})) || chapters=(02_grokking_cores 03_grokking_scaling_law)
 budget=${budget:-$((dry ? 1200 : 560))}
@@ -46,7 +42,6 @@ out=$(cd "$out" && pwd)
 rm -f "$out"/steps.jsonl "$out"/gpu-publish.log "$out"/runs.tar.gz
 PY=${PYTHON:-python3}
 name=gpu-publish
-source scripts/gpu-common.sh
 gpu_setup
 
 # Tiny sizes for the dry run: every code path of a chapter's run, in seconds on one CPU thread.
