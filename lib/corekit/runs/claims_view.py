@@ -272,11 +272,11 @@ def per_model_table(claim: dict) -> str:
 
 
 def per_model_html(claims: list[dict]) -> str:
-    """Return the fold that holds the per-model values of every claim that has them (:func:`per_model_values`), each
-    in a box that scrolls past a screen, or "" when no claim has them."""
+    """Return the fold that holds the per-model values of every claim that has them (:func:`per_model_values`), all in
+    one box that scrolls past a screen (the page stays as long opened as closed), or "" when no claim has them."""
     tables = [per_model_table(c) for c in claims if per_model_values(c) is not None]
     if not tables:
         return ""
     return ('<details class="corekit-per-model"><summary>Per-model values of the '
             f"{len(tables)} claim{'s' * (len(tables) > 1)} over several models, seeds or pairs</summary>"
-            + "".join(f'<div class="corekit-scroll-box">{t}</div>' for t in tables) + "</details>")
+            '<div class="corekit-scroll-box corekit-fold-box">' + "".join(tables) + "</div></details>")

@@ -354,7 +354,7 @@ def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
     rows = ["| parameter | value |", "|---|---|"] + [f"| `{k}` | {cell(v)} |" for k, v in values.items()]
     return "\n".join([f"**Reproduce this page**: `{command}` ({took}); the notebook's source: "
                       f"{{download}}`{nb.name}.py <../{SOURCES}/{nb.name}.py>`.", "",
-                      ":::{dropdown} The values this run used", *rows, ":::"])
+                      ":::{dropdown} The values this run used", ":class-body: corekit-scroll-box", "", *rows, ":::"])
 
 
 def run_command(name: str, metrics: dict) -> str:
