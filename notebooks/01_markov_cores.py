@@ -55,6 +55,7 @@ batch_size: int = 64  # range: [1, inf)
 energy_threshold: float = 0.999  # range: (0, 1]
 data_seed: int = 12345  # range: [0, inf)
 device: str = "auto"
+cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts)
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%

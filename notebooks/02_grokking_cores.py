@@ -95,6 +95,7 @@ split: str = "torch"  # one of: torch, numpy; corekit's seeded randperm, or the 
 export_checkpoints: str = ""  # path; empty: none; else every checkpoint's weights go there, for scripts/oracle/cores_02.py
 checkpoint_dir: str = ""  # path; empty: none; else the training state is saved there every 1,000 steps and a rerun resumes from it
 device: str = "auto"
+cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts)
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%

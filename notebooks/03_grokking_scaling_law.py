@@ -100,6 +100,7 @@ checkpoint_every: int = 1000  # range: [1, inf); steps between a shard's checkpo
 max_models_per_shard: int = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
 data_seed: int = 0  # range: [0, inf)
 device: str = "auto"
+cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts)
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%

@@ -83,6 +83,7 @@ compare_authors: bool = True  # run the pipeline on the authors' own sentences t
 n_authors: int = 60  # range: [2, inf) or null; null: every sentence of the authors' split; else the first n of each half
 batch_size: int = 64  # range: [1, inf)
 device: str = "auto"
+cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts)
 dtype: str = "auto"
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
@@ -582,7 +583,7 @@ if spearman_nulls:
 # own margin AUROC (a model that misreads some attractors cannot be asked for more through its axis):
 # keep-only within 0.02 of it, remove ≤ 0.6, flip ≤ 0.3, at least 0.8 of the correctly handled
 # prompts flipped, a sufficient rank of 1, and at least 0.8 of at least 100 continuations switching
-# number in generation (the bars 0.8 are the book's, DESIGN.md: the paper states the effects without a rate).
+# number in generation (the bars 0.8 are the book's own: the paper states the effects without a rate).
 # The paper's own claims that were only reported before are tested as it states them: the axis sits in
 # late layers (the chosen layer ≥ ⅔ L), the coordinate predicts the margin (held-out R² ≥ 0.5) and the
 # authors' steering flips number in generation (the same bar as our flip). With fewer than 100 scorable
@@ -645,7 +646,7 @@ for name, m in measured.items():
                  statistic=f"share of the {flip_rate[1]} held-out prompts the model gets right whose margin changes "
                            f"sign under the flip (last position, layer {l})",
                  null=Null(most_l, round(float(nl.flip_rate.max()), 4)),
-                 why="the 0.8 bar is the book's (DESIGN.md); the paper says the flip inverts number but gives no rate")
+                 why="the 0.8 bar is the book's own; the paper says the flip inverts number but gives no rate")
     random_rank = nu.rank.sufficient if nu.rank.sufficient > 0 else None
     claims.check(f"sufficient_rank[{name}]", rc.sufficient if rc.sufficient > 0 else None, equal_to(1),
                  statistic=f"smallest r in {rc.ranks} whose rank-r core keeps the held-out margin AUROC ≥ base − "
@@ -672,7 +673,7 @@ for name, m in measured.items():
                  statistic=f"share of the {sub_rate[1]} held-out prompts the model gets right whose margin changes sign "
                            f"under the flip from the subject on, layer {sub.layer}",
                  null=Null(most_s, round(float(ns.flip_rate.max()), 4)),
-                 why="the 0.8 bar is the book's (DESIGN.md); the paper says the flip inverts number but gives no rate")
+                 why="the 0.8 bar is the book's own; the paper says the flip inverts number but gives no rate")
     claims.check(f"margin_r2[{name}]", round(fits[name].z[2], 4), at_least(0.5), paper="the projection predicts the margin",
                  statistic=f"held-out R² of m ≈ a z + b fitted on the training prompts, z the core coordinate at layer "
                            f"{fits[name].layer}" + authors_note(authors, name, "margin_r2"),
@@ -688,7 +689,7 @@ for name, m in measured.items():
                   f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}) that switch number "
                   f"under the flip from the subject on at layer {gs.layer}, Wilson 95 % interval",
         why=f"{gs.switched} of {gs.right} switch number under our flip; the authors' steering switches {ga.switched} of "
-            f"the same {ga.right}; the 0.8 bar is the book's (DESIGN.md): the paper shows examples, not a rate")
+            f"the same {ga.right}; the 0.8 bar is the book's own: the paper shows examples, not a rate")
     claims.report(f"generation_flip_rate_greedy[{name}]",
                   {"rate": rate_or_none(gg), "switched": gg.switched, "of": gg.right,
                    "wilson95": [round(v, 4) for v in gg.interval]},
@@ -718,7 +719,7 @@ if len(models) > 1:
                             round(spearman_nulls[worst]["shuffled"], 4)),
                        Null(f"random unit directions in both models (largest of {n_random} pairs)",
                             round(spearman_nulls[worst]["random"], 4))],
-                 why="DESIGN.md asks every pair ≥ 0.8; the paper's 0.93 is its best pair, among larger models")
+                 why="the book asks every pair ≥ 0.8; the paper's 0.93 is its best pair, among larger models")
 subset_why = (None if full_split else f"n_authors = {n_authors}: a subset of their split, while the authors' numbers "
               "are on all of it (the cpu profile uses every sentence)")
 if their is not None:

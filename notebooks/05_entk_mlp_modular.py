@@ -58,7 +58,7 @@ eval_every: int = 1  # range: [1, inf)
 n_log_snapshots: int = 12  # range: [0, inf)
 n_dense_snapshots: int = 12  # range: [0, inf)
 device: str = "auto"
-cpu_threads: int = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+cpu_threads: int = 1  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts); small models gain nothing from more
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%

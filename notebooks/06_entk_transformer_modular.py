@@ -70,7 +70,7 @@ log_every_epochs: int = 20  # range: [1, inf); the authors' logging interval (th
 dynamics_every_epochs: int = 100  # range: [1, inf); epochs between the kernel snapshots of the dynamics
 top_k: int = 40  # range: [1, inf)
 device: str = "auto"
-cpu_threads: int = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+cpu_threads: int = 1  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts); small models gain nothing from more
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%

@@ -93,7 +93,7 @@ lm_lanczos_vectors: int = 96  # range: [2, inf); at most this many Krylov vector
 lm_batch_size: int = 64  # range: [1, inf); prompts per forward pass
 n_boot: int = 2000  # range: [1, inf); bootstrap resamples of the held-out AUROC's interval
 device: str = "auto"
-cpu_threads: int = 1  # range: [0, inf); torch threads on a CPU (0: torch default); small models gain nothing from more
+cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts)
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
@@ -114,7 +114,6 @@ from corekit.runs.session import setup
 from corekit.tables import table
 from corekit.tasks import agreement
 
-default_threads = torch.get_num_threads()
 claims, figures, dev = setup("08_two_lenses", globals())
 
 # %% [markdown]
@@ -416,7 +415,6 @@ plt.show()
 # of ACE's axis the span of the first k eNTK or PCA directions holds against random subspaces (right).
 
 # %%
-torch.set_num_threads(default_threads)        # a language model uses every core
 lm_train, lm_test = agreement.split(lm_n_train, lm_n_test, seed=data_seed)
 t0 = time.perf_counter()
 lm = language_models.load(language_model, device=dev, dtype="float32")

@@ -105,7 +105,7 @@ random_rotations: int = 5  # range: [1, inf); random rotations per pair; the nul
 min_same_key_pairs: int = 6  # range: [1, inf); pairs sharing their key set needed to decide the claims over them
 n_boot: int = 2000  # range: [1, inf); bootstrap resamples over models
 device: str = "auto"
-cpu_threads: int = 0  # range: [0, inf); torch threads on a CPU (0: torch default); 96 models train 1.7x faster on 2 threads than on 1
+cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts); 96 models train 1.7x faster on 2 threads than on 1
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%

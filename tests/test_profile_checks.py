@@ -11,6 +11,7 @@ import matplotlib
 import pytest
 import torch
 from papermill.translators import translate_parameters
+from threadpoolctl import threadpool_limits
 from tinyrepo import REPO
 
 from corekit.runs import notebooks, parameters
@@ -53,12 +54,12 @@ def test_profile_passes_the_notebooks_checks(name, profile, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     threads = torch.get_num_threads()
     try:
-        with matplotlib.rc_context():                                # setup() applies the book's figure style
+        with matplotlib.rc_context(), threadpool_limits(limits=None):  # setup(): the figure style, the BLAS threads
             exec(compile(defaults, f"{name}.py (parameters cell)", "exec"), namespace)
             exec(compile(injected, f"{name}.py (injected parameters)", "exec"), namespace)
             exec(compile(checks_cell, f"{name}.py (checks cell)", "exec"), namespace)  # ParameterError on a refusal
     finally:
-        torch.set_num_threads(threads)                               # setup() sets cpu_threads on a CPU
+        torch.set_num_threads(threads)                               # setup() sets the thread count
     recorded = namespace["claims"].parameters
     for key, value in values.items():
         if key not in (OUTPUT_DIR, "device"):                        # the folder is not recorded; the device resolved

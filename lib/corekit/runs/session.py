@@ -29,13 +29,12 @@ def setup(notebook: str, namespace: dict) -> Session:
     In order: the book's figure style; every parameter checked against its declaration
     (:class:`corekit.runs.claims.Claims`); a name papermill injected that the notebook does not declare refused, then
     the chapter's rules among its values (:mod:`corekit.runs.checks`); the ``device`` parameter resolved ("auto": CUDA
-    when present) and recorded in the run's parameters; with a ``cpu_threads`` parameter above 0 on a CPU, torch
-    limited to that many threads. Prints one line: the device and the thread count the run computes with.
+    when present) and recorded in the run's parameters; torch and the BLAS libraries limited to the thread count of
+    :func:`corekit.device.cpu_threads` (the ``cpu_threads`` parameter when above 0, else the cores free now), which
+    the run record keeps. Prints one line: the device and that thread count.
     """
-    import torch
-
     from corekit import plots
-    from corekit.device import default_device
+    from corekit.device import cpu_threads, default_device, use_cpu_threads
     from corekit.runs import checks
     from corekit.runs.claims import Claims
     from corekit.runs.parameters import check_namespace
@@ -47,10 +46,8 @@ def setup(notebook: str, namespace: dict) -> Session:
     if notebook in checks.CHECKS:
         checks.CHECKS[notebook](values)
     device = default_device(namespace.get("device"))
-    threads = namespace.get("cpu_threads")
-    if device.type == "cpu" and threads:
-        torch.set_num_threads(threads)   # extra threads only spin on tiny ops, badly on a busy machine
+    threads = use_cpu_threads(cpu_threads(namespace.get("cpu_threads", 0)))
     claims.resolve(device=str(device))
-    print(f"{notebook}: computing on {device}" + (f" with {torch.get_num_threads()} torch threads"
+    print(f"{notebook}: computing on {device}" + (f" with {threads} CPU thread{'s' * (threads != 1)}"
                                                    if device.type == "cpu" else ""))
     return Session(claims, figures, device)
