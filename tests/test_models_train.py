@@ -31,20 +31,29 @@ def _reference_forward(model, m, tokens):
     return x @ P("W_U") + P("b_U")
 
 
-def test_batched_forward_matches_per_model_reference():
+@pytest.mark.parametrize("T", [2, 3, 8])
+def test_batched_forward_matches_per_model_reference(T):
+    """Logits and gradients of every model equal a plain per-model forward, for short contexts (attention as broadcast
+    products, T <= SHORT_CONTEXT) and long ones (batched matrix products)."""
     model = BatchedTransformer(CFG, seeds=[0, 1, 2]).double()
-    tokens = torch.randint(0, 5, (4, 8))
+    tokens = torch.randint(0, 5, (4, T))
     logits = model(tokens)
+    grads = torch.autograd.grad(logits.square().sum(), list(model.parameters()))
+    ref = [_reference_forward(model, m, tokens) for m in range(3)]
+    ref_grads = torch.autograd.grad(sum(r.square().sum() for r in ref), list(model.parameters()))
     for m in range(3):
-        torch.testing.assert_close(logits[m], _reference_forward(model, m, tokens))
+        torch.testing.assert_close(logits[m], ref[m])
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r)
 
 
+@pytest.mark.parametrize("T", [3, 8])
 @pytest.mark.parametrize("norm, encoder", [("post", False), ("pre", False), ("none", False), ("post", True)])
-def test_tabulated_first_layer_matches_per_example_rows(norm, encoder):
+def test_tabulated_first_layer_matches_per_example_rows(norm, encoder, T):
     extra = dict(causal=False, qkv_bias=True, init="torch") if encoder else {}
     cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm, **extra)
     model = BatchedTransformer(cfg, seeds=[0, 1]).double()
-    tokens = torch.randint(0, 5, (32, 8))                       # B > vocab: layer 0 reads a (token, position) table
+    tokens = torch.randint(0, 5, (32, T))                       # B > vocab: layer 0 reads a (token, position) table
     batched = model(tokens, last=2)
     one_by_one = torch.cat([model(tokens[b:b + 1], last=2) for b in range(32)], dim=1)   # B = 1: per-row keys
     torch.testing.assert_close(batched, one_by_one)

@@ -23,6 +23,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _NORMS = ("post", "pre", "none")
+#: Contexts up to this length compute attention scores and mixtures as broadcast products summed, not as batched
+#: matrix products: a (1 × e) @ (e × T) product per head and example is all overhead.
+SHORT_CONTEXT = 4
 _INITS = ("fan_in", "nanda", "torch", "lin")
 
 
@@ -116,6 +119,17 @@ class TransformerConfig:
 def dropout_seed(seed: int) -> int:
     """Return the seed of the dropout generator of the model initialised from ``seed`` (a separate stream)."""
     return int.from_bytes(hashlib.sha256(f"dropout:{seed}".encode()).digest()[:8], "little") >> 1
+
+
+def _rows(table: Tensor, index: Tensor) -> Tensor:
+    """Return the rows ``table[m, index[m, j]]`` (M, N, C) of a per-model table (M, R, C) for an index (M, N).
+
+    One row copy per entry (``index_select`` on the flattened table; its gradient adds whole rows), where
+    ``torch.gather`` with an index expanded over the columns addresses every element on its own.
+    """
+    M, R, C = table.shape
+    flat = (index + torch.arange(M, device=index.device)[:, None] * R).reshape(-1)
+    return table.reshape(M * R, C).index_select(0, flat).view(M, -1, C)
 
 
 def _layer_norm(x: Tensor, gain: Tensor | None, bias: Tensor | None, eps: float = 1e-5) -> Tensor:
@@ -272,7 +286,7 @@ class BatchedTransformer(nn.Module):
         table = self.p("W_E")[:, :, None, :] + self.p("W_pos")[:, None, :T, :]        # (M, V, T, D)
         if self.config.norm == "pre":
             table = _layer_norm(table, self.p("0.ln1_w"), self.p("0.ln1_b"))
-        rows = (tokens * T + torch.arange(T, device=tokens.device)).reshape(M, B * T, 1)
+        rows = (tokens * T + torch.arange(T, device=tokens.device)).reshape(M, B * T)
         out = []
         for name in ("K", "V"):
             W, b = self.p(f"0.W_{name}"), self.p(f"0.b_{name}")                              # (M, H, D, e), (M, H, e)
@@ -280,7 +294,7 @@ class BatchedTransformer(nn.Module):
             kv = table.reshape(M, -1, table.shape[-1]) @ W.permute(0, 2, 1, 3).reshape(M, -1, H * e)   # (M, V·T, H·e)
             if b is not None:
                 kv = kv + b.reshape(M, 1, H * e)
-            kv = torch.gather(kv, 1, rows.expand(-1, -1, H * e))                             # (M, B·T, H·e)
+            kv = _rows(kv, rows)                                                             # (M, B·T, H·e)
             out.append(kv.view(M, B, T, H, e).transpose(2, 3))
         return out[0], out[1]
 
@@ -300,13 +314,19 @@ class BatchedTransformer(nn.Module):
         last = T if last is None else last
         q = self._project(i, "Q", x[:, :, T - last:])
         k, v = (self._project(i, "K", x), self._project(i, "V", x)) if kv is None else kv
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.config.d_head)   # (M, B, H, T', T)
+        short = T <= SHORT_CONTEXT                     # products of 1-4 terms: broadcasts beat tiny batched matmuls
+        if short:
+            scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1)           # (M, B, H, T', T)
+        else:
+            scores = q @ k.transpose(-1, -2)
+        scores = scores / math.sqrt(self.config.d_head)
         if self.config.causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)[T - last:]
             scores = scores.masked_fill(mask, float("-inf"))
         pattern = scores.softmax(dim=-1)
         pattern = self._dropout(pattern)
-        out = torch.einsum("mbhte,mhed->mbtd", pattern @ v, self.p(f"{i}.W_O"))
+        mixed = (pattern.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2) if short else pattern @ v   # (M, B, H, T', e)
+        out = torch.einsum("mbhte,mhed->mbtd", mixed, self.p(f"{i}.W_O"))
         b_O = self.p(f"{i}.b_O")
         return out if b_O is None else out + b_O[:, None, None, :]
 
@@ -348,7 +368,7 @@ class BatchedTransformer(nn.Module):
             raise ValueError(f"sequence length {tokens.shape[-1]} exceeds n_ctx={self.config.n_ctx}")
         M, B, T = tokens.shape
         W_E = self.p("W_E")
-        x = torch.gather(W_E, 1, tokens.reshape(M, B * T, 1).expand(-1, -1, W_E.shape[-1]))
+        x = _rows(W_E, tokens.reshape(M, B * T))
         x = x.view(M, B, T, -1) + self.p("W_pos")[:, None, :T, :]
         if self.config.embedding_dropout:
             x = self._dropout(x)
