@@ -121,6 +121,12 @@ def dropout_seed(seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"dropout:{seed}".encode()).digest()[:8], "little") >> 1
 
 
+def _matmul(x: Tensor, W: Tensor) -> Tensor:
+    """Return x (M, ..., D) @ W (M, D, F) for each model: (M, ..., F), one batched product over the flattened rows."""
+    M, D = x.shape[0], x.shape[-1]
+    return torch.bmm(x.reshape(M, -1, D), W).view(*x.shape[:-1], W.shape[-1])
+
+
 def _rows(table: Tensor, index: Tensor) -> Tensor:
     """Return the rows ``table[m, index[m, j]]`` (M, N, C) of a per-model table (M, R, C) for an index (M, N).
 
@@ -300,7 +306,10 @@ class BatchedTransformer(nn.Module):
 
     def _project(self, i: int, name: str, x: Tensor) -> Tensor:
         """Return layer i's per-head queries, keys or values (``name`` "Q", "K", "V") (M, B, H, T, e) of x (M, B, T, D)."""
-        out = torch.einsum("mbtd,mhde->mbhte", x, self.p(f"{i}.W_{name}"))
+        W = self.p(f"{i}.W_{name}")                                                     # (M, H, D, e)
+        M, H, D, e = W.shape
+        out = _matmul(x, W.transpose(1, 2).reshape(M, D, H * e))                      # (M, B, T, H·e)
+        out = out.view(*out.shape[:-1], H, e).transpose(-2, -3)                        # (M, B, H, T, e)
         b = self.p(f"{i}.b_{name}")
         return out if b is None else out + b[:, None, :, None, :]
 
@@ -326,17 +335,19 @@ class BatchedTransformer(nn.Module):
         pattern = scores.softmax(dim=-1)
         pattern = self._dropout(pattern)
         mixed = (pattern.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2) if short else pattern @ v   # (M, B, H, T', e)
-        out = torch.einsum("mbhte,mhed->mbtd", mixed, self.p(f"{i}.W_O"))
+        W_O = self.p(f"{i}.W_O")                                                        # (M, H, e, D)
+        heads = mixed.transpose(-2, -3)                                                # (M, B, T', H, e)
+        out = _matmul(heads.reshape(*heads.shape[:-2], -1), W_O.reshape(W_O.shape[0], -1, W_O.shape[-1]))
         b_O = self.p(f"{i}.b_O")
         return out if b_O is None else out + b_O[:, None, None, :]
 
     def _mlp(self, i: int, x: Tensor) -> Tensor:
         """Return the ReLU MLP output (M, B, T, D) of layer i."""
-        hidden = torch.einsum("mbtd,mdf->mbtf", x, self.p(f"{i}.W_in"))
+        hidden = _matmul(x, self.p(f"{i}.W_in"))
         if self.p(f"{i}.b_in") is not None:
             hidden = hidden + self.p(f"{i}.b_in")[:, None, None, :]
         hidden = self._dropout(F.relu(hidden))
-        out = torch.einsum("mbtf,mfd->mbtd", hidden, self.p(f"{i}.W_out"))
+        out = _matmul(hidden, self.p(f"{i}.W_out"))
         return out if self.p(f"{i}.b_out") is None else out + self.p(f"{i}.b_out")[:, None, None, :]
 
     def _block(self, i: int, x: Tensor, last: int | None = None, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
