@@ -69,7 +69,8 @@ def scaling_shard_steps(p: int = 79):
     """Return (run(steps), unit name): chapter 03's cpu-profile shard at modulus ``p`` for a number of steps."""
     c = profile("03_grokking_scaling_law", "cpu")
     model = replace(grokking_scaling_law.SWEEP_MODEL, d_model=c["d_model"], n_heads=c["n_heads"], d_mlp=c["d_mlp"],
-                    norm=c["norm"], dropout=c["dropout"], causal=c["causal"], qkv_bias=c["qkv_bias"], init=c["init"])
+                    norm=c["norm"], dropout=c["dropout"], causal=c["causal"], qkv_bias=c["qkv_bias"], init=c["init"],
+                    embedding_dropout=c["embedding_dropout"])
     task = modular_addition(p, c["train_frac"], seed=c["data_seed"])
     x, y = task.tokens(c["equals_token"]), task.labels
     train, test = Dataset(x[task.train_idx], y[task.train_idx]), Dataset(x[task.test_idx], y[task.test_idx])

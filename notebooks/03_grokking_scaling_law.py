@@ -81,6 +81,7 @@ n_heads: int = 4  # range: [1, inf)
 d_mlp: int = 128  # range: [1, inf)
 norm: str = "pre"  # one of: pre, post, none
 dropout: float = 0.0  # range: [0, 1)
+embedding_dropout: bool = True  # False: dropout only inside the blocks (nn.TransformerEncoderLayer, the authors' model)
 causal: bool = True  # False: every position attends to every other (nn.TransformerEncoder without a mask)
 qkv_bias: bool = False  # query, key and value biases (nn.MultiheadAttention has them)
 init: str = "fan_in"  # one of: fan_in, nanda, torch
@@ -125,7 +126,8 @@ claims, figures, dev = setup("03_grokking_scaling_law", globals())
 omega_train_pairs = len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx)
 omega_epoch_steps = steps_per_epoch(omega_train_pairs, omega_batch_size, drop_last)
 sweep_model = TransformerConfig(vocab=1, n_ctx=1, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
-                                norm=norm, dropout=dropout, causal=causal, qkv_bias=qkv_bias, init=init)  # vocab, n_ctx: per p
+                                norm=norm, dropout=dropout, causal=causal, qkv_bias=qkv_bias, init=init,
+                                embedding_dropout=embedding_dropout)  # vocab, n_ctx: per p
 p_settings = SweepSettings(model=sweep_model, equals_token=equals_token, drop_last=drop_last, lr=lr, betas=tuple(betas),
                            train_frac=train_frac, data_seed=data_seed, max_steps=p_max_epochs, margin=margin,
                            eval_every=eval_every)
