@@ -63,6 +63,29 @@ def test_tabulated_first_layer_matches_per_example_rows(norm, encoder, T):
         torch.testing.assert_close(g, r)
 
 
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_first_layer_table_in_training_when_only_the_blocks_drop_out(norm, monkeypatch):
+    """With dropout inside the blocks only (the ACE authors' model), training reads layer 0's keys and values from the
+    (token, position) table: the same logits and gradients as per-example rows under the same dropout masks."""
+    cfg = TransformerConfig(vocab=5, n_ctx=3, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm, dropout=0.3,
+                            qkv_bias=True, embedding_dropout=False)
+    model = BatchedTransformer(cfg, seeds=[0, 1]).double().train()
+    tokens = torch.randint(0, 5, (32, 3))                       # B > vocab
+    masks = model.dropout_state()
+    calls = []
+    table = model._token_keys_values
+    monkeypatch.setattr(model, "_token_keys_values", lambda t: calls.append(1) or table(t))
+    tabulated = model(tokens, last=1)
+    assert calls, "training did not read the first layer's table"
+    grads = torch.autograd.grad(tabulated.square().sum(), list(model.parameters()))
+    monkeypatch.setattr(model, "_token_keys_values", lambda t: None)   # per-example keys and values
+    model.load_dropout_state(masks)
+    rows = model(tokens, last=1)
+    torch.testing.assert_close(tabulated, rows)
+    for g, r in zip(grads, torch.autograd.grad(rows.square().sum(), list(model.parameters()))):
+        torch.testing.assert_close(g, r)
+
+
 @pytest.mark.parametrize("norm, causal", [("post", True), ("pre", True), ("none", True), ("post", False)])
 def test_last_positions_match_the_full_forward(norm, causal):
     cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, n_layers=2, norm=norm, causal=causal)

@@ -285,8 +285,8 @@ class BatchedTransformer(nn.Module):
     def _token_keys_values(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """Return layer 0's keys and values (M, B, H, T, e), computed once per (token, position) and gathered.
 
-        Without dropout the first attention layer's input depends only on the token and its position,
-        so V·T table rows replace B·T per-example rows (the same numbers, far fewer FLOPs when B ≫ V).
+        Without dropout on the embeddings the first attention layer's input depends only on the token and its
+        position, so V·T table rows replace B·T per-example rows (the same numbers, far fewer FLOPs when B ≫ V).
         """
         M, B, T = tokens.shape
         table = self.p("W_E")[:, :, None, :] + self.p("W_pos")[:, None, :T, :]        # (M, V, T, D)
@@ -385,7 +385,8 @@ class BatchedTransformer(nn.Module):
             x = self._dropout(x)
         if last is not None and not 1 <= last <= T:
             raise ValueError(f"last must be between 1 and the sequence length {T}, got {last!r}")
-        tabulate = B > self.config.vocab and not (self.training and self.config.dropout > 0)
+        dropped = self.training and self.config.dropout > 0 and self.config.embedding_dropout   # layer 0's input
+        tabulate = B > self.config.vocab and not dropped
         kv = self._token_keys_values(tokens) if tabulate else None
         for i in range(self.config.n_layers):
             x = self._block(i, x, last if i == self.config.n_layers - 1 else None, kv if i == 0 else None)
