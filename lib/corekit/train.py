@@ -105,6 +105,7 @@ class BatchedAdamW:
         self.step_count = torch.zeros(lr.shape[0], dtype=torch.long)            # (M,) on the CPU
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        self._read: dict[int, tuple[Tensor, list[float]]] = {}    # learning rates and decays as numbers, by tensor
 
     def _bias_corrections(self, like: Tensor) -> tuple[Tensor, Tensor]:
         """Return 1 − β₁ᵗ and √(1 − β₂ᵗ) (M,) for each model's step count t, in the dtype and on the device of ``like``."""
@@ -125,6 +126,12 @@ class BatchedAdamW:
             tensors = ([self.params[i] for i in idx], [self.params[i].grad for i in idx],
                        [self.exp_avg[i] for i in idx], [self.exp_avg_sq[i] for i in idx])
             (self._fused_step if self.fused else self._foreach_step)(*tensors)
+
+    def _values(self, values: Tensor) -> list[float]:
+        """Return ``values`` (M,) as numbers, read from the device once for each tensor assigned (no sync a step)."""
+        if self._read.get(id(values), (None,))[0] is not values:
+            self._read[id(values)] = (values, values.tolist())
+        return self._read[id(values)][1]
 
     def _per_model_views(self, values: Tensor, params: list[Tensor]) -> list[Tensor]:
         """Return ``values`` (M,) viewed to broadcast over each of ``params`` (M, ...)."""
@@ -154,7 +161,7 @@ class BatchedAdamW:
         """One AdamW update through ``torch._fused_adamw_``, once per run of consecutive models with the same
         learning rate and step count; a decay that differs between the models of a run is applied first, in one
         multiply (AdamW decays before it updates, so the result is the same)."""
-        lr, decay, count = self.lr.tolist(), self.weight_decay.tolist(), self.step_count.tolist()
+        lr, decay, count = self._values(self.lr), self._values(self.weight_decay), self.step_count.tolist()
         runs = _runs(list(zip(lr, count)))
         shared_decay = all(len(set(decay[a:b])) == 1 for a, b in runs)
         if not shared_decay:
