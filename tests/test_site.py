@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 from corekit.plots import integer_ticks, panel_grid  # noqa: E402
 from corekit.runs.site import tidy_streams  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "book" / "_ext"))
 import corekit_numbering  # noqa: E402
 
 
@@ -123,3 +124,15 @@ def test_a_result_table_of_many_rows_scrolls_in_its_own_box():
             {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/html": html}})])
         scroll_long_tables(cell)
         assert ("scroll-output" in cell.metadata.get("tags", [])) == scrolls
+
+
+def test_nothing_a_reader_has_points_outside_the_repository():
+    """The notebooks, their profiles, the book's pages and the README name no file of the authors' workspace
+    (``../shared``): a reader's clone holds none of it."""
+    files = [p for p in (REPO / "notebooks").rglob("*") if p.suffix in (".py", ".ipynb", ".yaml", ".md")]
+    files += [p for p in (REPO / "book").rglob("*") if p.suffix in (".md", ".yml", ".py", ".bib", ".css")
+              and "_build" not in p.parts]
+    files += [REPO / "README.md", REPO / "_config.yml", REPO / "_toc.yml"]
+    assert len(files) > 30, f"only {len(files)} files found under {REPO}"
+    named = [str(p.relative_to(REPO)) for p in files if "../shared" in p.read_text(encoding="utf-8")]
+    assert not named, f"files that point at ../shared, which a reader does not have: {named}"

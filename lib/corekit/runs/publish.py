@@ -717,8 +717,8 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
             lines += ["Its claims that do not pass, and why:", "", *(
                 f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {reason_line(c)}" for c in open_claims), ""]
         table = chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir, per_model=False)
-        lines += [f":::::{{dropdown}} Its {n} claims: values, nulls, targets, verdicts and reasons", "",
-                  *table_box([table]), "", f"Every per-model value is on the {{doc}}`chapter's page "
+        lines += [f":::::{{dropdown}} Its {n} claims: values, nulls, targets, verdicts and reasons",
+                  ":class-body: corekit-scroll-box corekit-fold-box", "", *table_box([table]), "", f"Every per-model value is on the {{doc}}`chapter's page "
                   f"<../notebooks/{name}>`, below its claims table."
                   if any(per_model_values(c) is not None for c in metrics.get("claims", [])) else "",
                   "", ":::::"]
