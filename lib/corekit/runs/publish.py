@@ -718,8 +718,9 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
                 f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {reason_line(c)}" for c in open_claims), ""]
         table = chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir, per_model=False)
         lines += [f":::::{{dropdown}} Its {n} claims: values, nulls, targets, verdicts and reasons",
-                  ":class-body: corekit-scroll-box corekit-fold-box", "", *table_box([table]), "", f"Every per-model value is on the {{doc}}`chapter's page "
-                  f"<../notebooks/{name}>`, below its claims table."
+                  ":class-body: corekit-scroll-box corekit-fold-box", "", *table_box([table]), "",
+                  f"Every per-model value is on the {{doc}}`chapter's page <../notebooks/{name}>`, below its claims "
+                  "table."
                   if any(per_model_values(c) is not None for c in metrics.get("claims", [])) else "",
                   "", ":::::"]
         stale = record and oracle_staleness(run, oracle_record(run, oracle_dir))
