@@ -266,7 +266,7 @@ def test_ensemble_equals_independent_runs():
                                                                       rel=1e-4)
 
 
-def test_interrupted_run_resumes_to_the_same_result(tmp_path):
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, capsys):
     train = _data()
     cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.1)
     kwargs = dict(batch_size=32, lr=3e-3, eval_every=5, checkpoint_every=10, progress=False)
@@ -284,6 +284,9 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path):
     assert hist.steps == full_hist.steps and hist.test_loss == full_hist.test_loss
     state = torch.load(tmp_path / "last.pt", weights_only=True)                    # tensors and plain values only
     assert state["step"] == 40 and len(state["dropout"]["states"]) == 2
+    train_ensemble(BatchedTransformer(cfg, seeds=[0, 1]), train, steps=40, checkpoint_dir=tmp_path,
+                   **{**kwargs, "progress": True})
+    assert "training resumed from its checkpoint at step 40 of 40" in capsys.readouterr().out   # the page says so
 
 
 def test_dropout_masks_depend_only_on_each_models_seed():

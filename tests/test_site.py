@@ -128,11 +128,12 @@ def test_a_result_table_of_many_rows_scrolls_in_its_own_box():
 
 def test_nothing_a_reader_has_points_outside_the_repository():
     """The notebooks, their profiles, the book's pages and the README name no file of the authors' workspace
-    (``../shared``): a reader's clone holds none of it."""
+    (``../shared``, its DESIGN.md): a reader's clone holds none of it."""
     files = [p for p in (REPO / "notebooks").rglob("*") if p.suffix in (".py", ".ipynb", ".yaml", ".md")]
     files += [p for p in (REPO / "book").rglob("*") if p.suffix in (".md", ".yml", ".py", ".bib", ".css")
               and "_build" not in p.parts]
     files += [REPO / "README.md", REPO / "_config.yml", REPO / "_toc.yml"]
     assert len(files) > 30, f"only {len(files)} files found under {REPO}"
-    named = [str(p.relative_to(REPO)) for p in files if "../shared" in p.read_text(encoding="utf-8")]
-    assert not named, f"files that point at ../shared, which a reader does not have: {named}"
+    for outside in ("../shared", "DESIGN.md"):
+        named = [str(p.relative_to(REPO)) for p in files if outside in p.read_text(encoding="utf-8")]
+        assert not named, f"files that point at {outside}, which a reader does not have: {named}"

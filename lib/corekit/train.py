@@ -425,6 +425,8 @@ def train_ensemble(
         opt.load_state_dict(state["opt"])
         model.load_dropout_state(state["dropout"])
         history, step = History(**state["history"]), state["step"]
+        if progress:
+            print(f"training resumed from its checkpoint at step {step:,} of {steps:,}", flush=True)
 
     def save_checkpoint() -> None:
         ckpt.parent.mkdir(parents=True, exist_ok=True)
