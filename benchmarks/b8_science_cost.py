@@ -31,7 +31,7 @@ from common import RESULTS
 from corekit.chapters import grokking_scaling_law
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.runs.notebooks import Notebook
-from corekit.runs.parameters import effective_parameters
+from corekit.runs.parameters import effective_parameters, resolved_parameters
 from corekit.tasks.modular import modular_addition
 from corekit.train import Dataset, steps_per_epoch, train_ensemble
 
@@ -40,8 +40,9 @@ WORKLOADS = ("02_epoch_d64", "02_epoch_d128", "03_shard_p79")
 
 
 def profile(name: str, profile_name: str) -> dict:
-    """Return the parameters of notebook ``name`` at ``profile_name``, as ``corekit run`` passes them."""
-    return effective_parameters(Notebook(ROOT, name), profile_name, {})
+    """Return every parameter of notebook ``name`` at ``profile_name``: the profile's values, else the defaults."""
+    nb = Notebook(ROOT, name)
+    return resolved_parameters(nb, effective_parameters(nb, profile_name, {}))
 
 
 def grokking_cores_epochs(profile_name: str):
