@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import time
 
 import torch
-from common import RESULTS
+from common import RESULTS, append
 from torch.utils.flop_counter import FlopCounterMode
 
 from corekit.models import BatchedTransformer, TransformerConfig
@@ -143,10 +142,7 @@ def main() -> None:
                   "peak_gflops": round(peak / 1e9, 2), "fraction_of_peak": round(flops / seconds / peak, 4),
                   "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
                   "torch": torch.__version__, "date": datetime.date.today().isoformat()}
-        line = json.dumps(record)
-        print(line, flush=True)
-        with open(args.out, "a") as fh:
-            fh.write(line + "\n")
+        append(record, args.out)
 
 
 if __name__ == "__main__":

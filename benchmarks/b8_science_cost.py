@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
-from common import RESULTS
+from common import RESULTS, append
 
 from corekit.chapters import grokking_scaling_law
 from corekit.models import BatchedTransformer, TransformerConfig
@@ -124,10 +123,7 @@ def main() -> None:
                   f"seconds_per_{unit}": round(seconds, 4), "sizes": sizes, "load_before": round(load, 2),
                   "load_after": round(os.getloadavg()[0], 2), "torch": torch.__version__,
                   "date": datetime.date.today().isoformat()}
-        line = json.dumps(record)
-        print(line, flush=True)
-        with open(args.out, "a") as fh:
-            fh.write(line + "\n")
+        append(record, args.out)
 
 
 if __name__ == "__main__":

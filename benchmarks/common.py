@@ -34,12 +34,17 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def emit(record: dict, out: str | Path) -> None:
-    """Print ``record`` as one JSON line and append it to ``out``; fail when it holds no finite speedup."""
+def append(record: dict, out: str | Path) -> None:
+    """Print ``record`` as one JSON line and append it to ``out``."""
     line = json.dumps(record)
-    print(line)
+    print(line, flush=True)
     with open(out, "a") as fh:
         fh.write(line + "\n")
+
+
+def emit(record: dict, out: str | Path) -> None:
+    """Print ``record`` as one JSON line and append it to ``out``; fail when it holds no finite speedup."""
+    append(record, out)
     if not math.isfinite(record.get("speedup", float("nan"))):
         raise SystemExit("benchmark produced no timing")
 

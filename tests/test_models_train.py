@@ -154,6 +154,18 @@ def _per_parameter_adamw_step(params, exp_avg, exp_avg_sq, step, lr, wd, betas=(
             p.sub_(lr.view(view) / bias1 * m / (v.sqrt() / bias2.view(view) + eps))
 
 
+def _step_both(opt, ours, reference, step, lr, wd, gen, scale):
+    """Draw one gradient per parameter (times ``scale``), step ``opt`` on ``ours`` and the per-parameter loop on
+    ``reference`` (params, exp_avg, exp_avg_sq) with the same gradients; ``step`` (M,) counts the loop's steps."""
+    ref, ref_m, ref_v = reference
+    for a, b in zip(ours, ref):
+        a.grad = torch.randn(a.shape, generator=gen, dtype=a.dtype) * scale
+        b.grad = a.grad.clone()
+    opt.step()
+    step += 1
+    _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
     """The foreach update applies the per-parameter loop's operations to the same tensors: equal bit for bit."""
@@ -172,12 +184,7 @@ def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
             for buf in ref_m + ref_v:
                 buf[1] = 0
             opt.weight_decay = wd = torch.tensor([0.5, 0.5, 2.0])
-        for a, b in zip(ours, ref):
-            a.grad = torch.randn(a.shape, generator=gen, dtype=dtype) * (1 + i % 7)
-            b.grad = a.grad.clone()
-        opt.step()
-        step += 1
-        _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
+        _step_both(opt, ours, (ref, ref_m, ref_v), step, lr, wd, gen, scale=1 + i % 7)
     for a, b, m, v, rm, rv in zip(ours, ref, opt.exp_avg, opt.exp_avg_sq, ref_m, ref_v):
         assert torch.equal(a, b) and torch.equal(m, rm) and torch.equal(v, rv)
 
@@ -229,12 +236,7 @@ def test_fused_adamw_agrees_with_the_per_parameter_loop(dtype, tol):
             step[1:3] = 0
             for buf in ref_m + ref_v:
                 buf[1:3] = 0
-        for a, b in zip(ours, ref):
-            a.grad = torch.randn(a.shape, generator=gen, dtype=dtype) * (1 + i % 7)
-            b.grad = a.grad.clone()
-        opt.step()
-        step += 1
-        _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
+        _step_both(opt, ours, (ref, ref_m, ref_v), step, lr, wd, gen, scale=1 + i % 7)
     for a, b in zip(ours, ref):
         assert ((a - b).abs() / b.abs().clamp_min(1e-3)).max() < tol
 
