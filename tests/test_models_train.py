@@ -125,12 +125,11 @@ def _step_batched_and_single(stacked, opt, singles, refs):
         ref.step()
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_batched_adamw_matches_torch_adamw_per_model(fused):
+def test_batched_adamw_matches_torch_adamw_per_model():
     torch.manual_seed(0)
     lr, wd = torch.tensor([1e-2, 3e-2]), torch.tensor([0.0, 0.5])
     stacked = torch.randn(2, 3, 4, requires_grad=True)
-    opt = BatchedAdamW([stacked], lr, wd, betas=(0.9, 0.98), fused=fused)
+    opt = BatchedAdamW([stacked], lr, wd, betas=(0.9, 0.98))
     singles = [stacked.detach()[m].clone().requires_grad_(True) for m in range(2)]
     refs = [torch.optim.AdamW([singles[m]], lr=float(lr[m]), weight_decay=float(wd[m]), betas=(0.9, 0.98))
             for m in range(2)]
@@ -154,18 +153,6 @@ def _per_parameter_adamw_step(params, exp_avg, exp_avg_sq, step, lr, wd, betas=(
             p.sub_(lr.view(view) / bias1 * m / (v.sqrt() / bias2.view(view) + eps))
 
 
-def _step_both(opt, ours, reference, step, lr, wd, gen, scale):
-    """Draw one gradient per parameter (times ``scale``), step ``opt`` on ``ours`` and the per-parameter loop on
-    ``reference`` (params, exp_avg, exp_avg_sq) with the same gradients; ``step`` (M,) counts the loop's steps."""
-    ref, ref_m, ref_v = reference
-    for a, b in zip(ours, ref):
-        a.grad = torch.randn(a.shape, generator=gen, dtype=a.dtype) * scale
-        b.grad = a.grad.clone()
-    opt.step()
-    step += 1
-    _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
     """The foreach update applies the per-parameter loop's operations to the same tensors: equal bit for bit."""
@@ -175,7 +162,7 @@ def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
     ref = [p.clone() for p in ours]
     ref_m, ref_v = [torch.zeros_like(p) for p in ref], [torch.zeros_like(p) for p in ref]
     lr, wd = torch.tensor([1e-3, 3e-3, 1e-2]), torch.tensor([1.0, 0.0, 0.3])
-    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98), fused=False)
+    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98))
     step = torch.zeros(3, dtype=torch.long)
     for i in range(60):
         if i == 30:
@@ -184,66 +171,14 @@ def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
             for buf in ref_m + ref_v:
                 buf[1] = 0
             opt.weight_decay = wd = torch.tensor([0.5, 0.5, 2.0])
-        _step_both(opt, ours, (ref, ref_m, ref_v), step, lr, wd, gen, scale=1 + i % 7)
+        for a, b in zip(ours, ref):
+            a.grad = torch.randn(a.shape, generator=gen, dtype=dtype) * (1 + i % 7)
+            b.grad = a.grad.clone()
+        opt.step()
+        step += 1
+        _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
     for a, b, m, v, rm, rv in zip(ours, ref, opt.exp_avg, opt.exp_avg_sq, ref_m, ref_v):
         assert torch.equal(a, b) and torch.equal(m, rm) and torch.equal(v, rv)
-
-
-@pytest.mark.parametrize("lr", [[1e-3, 3e-3, 1e-2, 1e-2, 1e-2], [2e-3] * 5])
-def test_fused_adamw_is_torch_fused_adamw_per_model(lr):
-    """Where every model of a run of equal learning rates and step counts also shares its decay, the fused step is
-    torch.optim.AdamW(fused=True) on each model alone, bit for bit, through a reset of one model and a decay change."""
-    gen = torch.Generator().manual_seed(1)
-    shapes = [(5, 7, 3), (5, 11), (5,)]
-    ours = [torch.randn(s, generator=gen) for s in shapes]
-    lr, wd = torch.tensor(lr), torch.tensor([0.3] * 5)
-    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98))
-    singles = [[p[m].clone() for p in ours] for m in range(5)]
-    refs = [torch.optim.AdamW(singles[m], lr=float(lr[m]), weight_decay=0.3, betas=(0.9, 0.98), fused=True)
-            for m in range(5)]
-    for i in range(40):
-        if i == 20:                              # model 3 forks with a fresh optimizer and no decay, as 02's branch
-            opt.reset(torch.tensor([False, False, False, True, False]))
-            refs[3] = torch.optim.AdamW(singles[3], lr=float(lr[3]), weight_decay=0.0, betas=(0.9, 0.98), fused=True)
-            opt.weight_decay = wd = torch.tensor([0.3, 0.3, 0.3, 0.0, 0.3])
-        for j, p in enumerate(ours):
-            p.grad = torch.randn(p.shape, generator=gen) * (1 + i % 5)
-            for m in range(5):
-                singles[m][j].grad = p.grad[m].clone()
-        opt.step()
-        for ref in refs:
-            ref.step()
-    for m in range(5):
-        for p, single in zip(ours, singles[m]):
-            assert torch.equal(p[m], single), (m, p.shape)
-
-
-@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
-def test_fused_adamw_agrees_with_the_per_parameter_loop(dtype, tol):
-    """With a decay that differs inside a run of models (applied before the fused kernel) and after a reset, the fused
-    step stays within float rounding of the per-parameter loop of torch.optim.AdamW: relative 1e-13 in float64."""
-    gen = torch.Generator().manual_seed(2)
-    shapes = [(4, 6, 5), (4, 9), (4,)]
-    ours = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
-    ref = [p.clone() for p in ours]
-    ref_m, ref_v = [torch.zeros_like(p) for p in ref], [torch.zeros_like(p) for p in ref]
-    lr, wd = torch.tensor([1e-2] * 4, dtype=dtype), torch.tensor([1.0, 0.0, 0.3, 1.0], dtype=dtype)
-    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98))
-    step = torch.zeros(4, dtype=torch.long)
-    for i in range(50):
-        if i == 25:
-            opt.reset(torch.tensor([False, True, True, False]))
-            step[1:3] = 0
-            for buf in ref_m + ref_v:
-                buf[1:3] = 0
-        _step_both(opt, ours, (ref, ref_m, ref_v), step, lr, wd, gen, scale=1 + i % 7)
-    for a, b in zip(ours, ref):
-        assert ((a - b).abs() / b.abs().clamp_min(1e-3)).max() < tol
-
-
-def test_fused_flag_is_checked():
-    with pytest.raises(ValueError, match="fused must be True or False"):
-        BatchedAdamW([torch.zeros(2, 3)], torch.ones(2), torch.zeros(2), fused="yes")
 
 
 def _data(n=96, seed=0):

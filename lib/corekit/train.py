@@ -89,23 +89,17 @@ class BatchedAdamW:
     Follows ``torch.optim.AdamW`` step for step (decoupled decay, bias-corrected moments), so model m
     of the ensemble follows the same trajectory as a lone model stepped by ``torch.optim.AdamW``.
     Each model counts its own steps, so :meth:`reset` gives chosen models a fresh optimizer.
-    ``fused`` (default) steps with torch's fused AdamW kernel, one call for each run of consecutive models that share
-    their learning rate and step count (a per-model decay goes first, in one call); ``fused=False`` applies
-    ``torch.optim.AdamW``'s multi-tensor operations one by one (the two agree to float rounding).
     """
 
     def __init__(self, params: Sequence[Tensor], lr: Tensor, weight_decay: Tensor,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, fused: bool = True):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         self.params = list(params)
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
-        if not isinstance(fused, bool):
-            raise ValueError(f"fused must be True or False, got {fused!r}")
-        self.lr, self.weight_decay, self.betas, self.eps, self.fused = lr, weight_decay, tuple(betas), eps, fused
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, tuple(betas), eps
         self.step_count = torch.zeros(lr.shape[0], dtype=torch.long)            # (M,) on the CPU
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-        self._read: dict[int, tuple[Tensor, list[float]]] = {}    # learning rates and decays as numbers, by tensor
 
     def _bias_corrections(self, like: Tensor) -> tuple[Tensor, Tensor]:
         """Return 1 − β₁ᵗ and √(1 − β₂ᵗ) (M,) for each model's step count t, in the dtype and on the device of ``like``."""
@@ -117,63 +111,33 @@ class BatchedAdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        """Apply one AdamW update to every model's parameters from their ``.grad``."""
+        """Apply one AdamW update to every model's parameters from their ``.grad``, one ``torch._foreach_*`` call per operation.
+
+        Each operation is the one ``torch.optim.AdamW``'s per-parameter loop applies, on the same tensors,
+        with each model's learning rate, decay and bias corrections broadcast over its parameters.
+        """
         self.step_count += 1
+        beta1, beta2 = self.betas
         groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(self.params):
             groups.setdefault((p.dtype, p.device), []).append(i)
         for idx in groups.values():
-            tensors = ([self.params[i] for i in idx], [self.params[i].grad for i in idx],
-                       [self.exp_avg[i] for i in idx], [self.exp_avg_sq[i] for i in idx])
-            (self._fused_step if self.fused else self._foreach_step)(*tensors)
-
-    def _values(self, values: Tensor) -> list[float]:
-        """Return ``values`` (M,) as numbers, read from the device once for each tensor assigned (no sync a step)."""
-        if self._read.get(id(values), (None,))[0] is not values:
-            self._read[id(values)] = (values, values.tolist())
-        return self._read[id(values)][1]
-
-    def _per_model_views(self, values: Tensor, params: list[Tensor]) -> list[Tensor]:
-        """Return ``values`` (M,) viewed to broadcast over each of ``params`` (M, ...)."""
-        return [values.view((-1,) + (1,) * (p.dim() - 1)) for p in params]
-
-    def _foreach_step(self, params: list[Tensor], grads: list[Tensor], exp_avg: list[Tensor],
-                      exp_avg_sq: list[Tensor]) -> None:
-        """One AdamW update, one ``torch._foreach_*`` call per operation of ``torch.optim.AdamW``'s per-parameter loop,
-        each model's learning rate, decay and bias corrections broadcast over its parameters."""
-        beta1, beta2 = self.betas
-        bias1, bias2_sqrt = self._bias_corrections(params[0])
-        lr = self.lr.to(params[0].device)
-        decay = self._per_model_views(1 - lr * self.weight_decay.to(lr.device), params)
-        step, bias2 = self._per_model_views(lr / bias1, params), self._per_model_views(bias2_sqrt, params)
-        torch._foreach_mul_(params, decay)
-        torch._foreach_lerp_(exp_avg, grads, 1 - beta1)
-        torch._foreach_mul_(exp_avg_sq, beta2)
-        torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
-        update = torch._foreach_mul(step, exp_avg)
-        denom = torch._foreach_sqrt(exp_avg_sq)
-        torch._foreach_div_(denom, bias2)
-        torch._foreach_add_(denom, self.eps)
-        torch._foreach_addcdiv_(params, update, denom, value=-1)        # p + (−1·u)/d = p − u/d exactly
-
-    def _fused_step(self, params: list[Tensor], grads: list[Tensor], exp_avg: list[Tensor],
-                    exp_avg_sq: list[Tensor]) -> None:
-        """One AdamW update through ``torch._fused_adamw_``, once per run of consecutive models with the same
-        learning rate and step count; a decay that differs between the models of a run is applied first, in one
-        multiply (AdamW decays before it updates, so the result is the same)."""
-        lr, decay, count = self._values(self.lr), self._values(self.weight_decay), self.step_count.tolist()
-        runs = _runs(list(zip(lr, count)))
-        shared_decay = all(len(set(decay[a:b])) == 1 for a, b in runs)
-        if not shared_decay:
-            factor = 1 - self.lr.to(params[0]) * self.weight_decay.to(params[0])
-            torch._foreach_mul_(params, self._per_model_views(factor, params))
-        beta1, beta2 = self.betas
-        for a, b in runs:
-            steps = [torch.tensor(float(count[a]), device=params[0].device)] * len(params)
-            torch._fused_adamw_([p[a:b] for p in params], [g[a:b] for g in grads], [m[a:b] for m in exp_avg],
-                                [v[a:b] for v in exp_avg_sq], [], steps, lr=lr[a], beta1=beta1, beta2=beta2,
-                                weight_decay=decay[a] if shared_decay else 0.0, eps=self.eps, amsgrad=False,
-                                maximize=False)
+            params = [self.params[i] for i in idx]
+            grads = [p.grad for p in params]
+            exp_avg, exp_avg_sq = [self.exp_avg[i] for i in idx], [self.exp_avg_sq[i] for i in idx]
+            bias1, bias2_sqrt = self._bias_corrections(params[0])
+            lr = self.lr.to(params[0].device)
+            per_model = {"decay": 1 - lr * self.weight_decay.to(lr.device), "step": lr / bias1, "bias2": bias2_sqrt}
+            views = {name: [v.view((-1,) + (1,) * (p.dim() - 1)) for p in params] for name, v in per_model.items()}
+            torch._foreach_mul_(params, views["decay"])
+            torch._foreach_lerp_(exp_avg, grads, 1 - beta1)
+            torch._foreach_mul_(exp_avg_sq, beta2)
+            torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
+            update = torch._foreach_mul(views["step"], exp_avg)
+            denom = torch._foreach_sqrt(exp_avg_sq)
+            torch._foreach_div_(denom, views["bias2"])
+            torch._foreach_add_(denom, self.eps)
+            torch._foreach_addcdiv_(params, update, denom, value=-1)        # p + (−1·u)/d = p − u/d exactly
 
     @torch.no_grad()
     def reset(self, models: Tensor) -> None:
@@ -192,12 +156,6 @@ class BatchedAdamW:
         self.step_count = torch.as_tensor(state["step_count"], dtype=torch.long).cpu().expand(len(self.step_count)).clone()
         for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
             dst.copy_(src)
-
-
-def _runs(keys: list) -> list[tuple[int, int]]:
-    """Return the (start, stop) of each run of equal consecutive ``keys``."""
-    starts = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
-    return list(zip(starts, starts[1:] + [len(keys)]))
 
 
 def losses_and_accuracy(logits: Tensor, y: Tensor, n_outputs: int | None = None) -> tuple[Tensor, Tensor]:
