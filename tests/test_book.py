@@ -20,7 +20,7 @@ from browser import CHROMIUM, MISSING, chromium, serve
 from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
 from corekit.runs import notebooks
-from corekit.runs.claims import NO_NULL, VERDICTS
+from corekit.verdicts import NO_NULL, VERDICTS
 
 pytestmark = pytest.mark.book
 

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from corekit.runs.claims import (
+from corekit.runs.claims import Claims, verdict_of
+from corekit.runs.claims_view import claims_html
+from corekit.verdicts import (
     NO_NULL,
-    Claims,
     Null,
     at_least,
     at_most,
@@ -18,9 +19,7 @@ from corekit.runs.claims import (
     interval_below,
     interval_contains,
     verdict,
-    verdict_of,
 )
-from corekit.runs.claims_view import claims_html
 
 
 def test_metrics_file_schema_and_values(tmp_path):

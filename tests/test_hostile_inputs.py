@@ -20,7 +20,8 @@ import pytest
 from tinyrepo import REPO, make_repo, one_line, refused, run_in_process, tiny_notebook
 
 from corekit.runs import cli, execute, notebooks, publish
-from corekit.runs.claims import Claim, ClaimsTable
+from corekit.runs.claims import ClaimsTable
+from corekit.verdicts import Claim
 
 NAME = "00_hostile"
 SOURCE = '''\
@@ -450,23 +451,25 @@ def test_every_profile_passes_its_chapters_check(monkeypatch):
     from corekit.runs import checks, parameters
 
     monkeypatch.setattr(parameters, "read_parameters", functools.cache(parameters.read_parameters))  # parse each once
-    assert sorted(checks.CHECKS) == notebooks.notebook_names(REPO)
     for name in notebooks.notebook_names(REPO):
         nb = notebooks.Notebook(REPO, name)
         for profile in notebooks.PROFILES:
             if profile == "quick" or nb.profile_file(profile).is_file():
-                checks.CHECKS[name](parameters.resolved_parameters(nb, parameters.effective_parameters(nb, profile, {})))
+                check = checks.chapter_check(name)
+                assert check is not None, f"{name} has no check_inputs in its chapter module"
+                check(parameters.resolved_parameters(nb, parameters.effective_parameters(nb, profile, {})))
 
 
 def test_every_notebooks_first_cell_calls_its_chapters_check():
-    """The rules live in corekit.runs.checks; the first cell after the parameters calls them through setup(), which
-    runs the chapter's check on the namespace's declared values; no claims.require."""
+    """The rules live in each chapter module's check_inputs; the first cell after the parameters calls them through
+    setup(), which runs the chapter's check on the namespace's declared values; no claims.require."""
     import inspect
 
     from corekit.runs import checks, session
 
-    assert "checks.CHECKS[notebook](values)" in inspect.getsource(session.setup)
-    for name in checks.CHECKS:
+    assert "checks.chapter_check(notebook)" in inspect.getsource(session.setup)
+    for name in notebooks.notebook_names(REPO):
+        assert checks.chapter_check(name) is not None, name
         source = [c.source for c in jupytext.read(REPO / "notebooks" / f"{name}.py").cells if c.cell_type == "code"][1]
         assert f'= setup("{name}", globals())' in source, name
         assert "claims.require(" not in source, name

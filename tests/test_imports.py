@@ -97,7 +97,8 @@ def test_the_language_model_layer_imports_no_task_and_no_kernel():
 #: Chapter modules that may import other chapters' modules, and which.
 CHAPTERS_MAY_IMPORT = {"corekit.chapters.two_lenses": {"corekit.chapters.grokking_cores",
                                                        "corekit.chapters.entk_transformer_modular",
-                                                       "corekit.chapters.llm_agreement_axis"}}
+                                                       "corekit.chapters.llm_agreement_axis"},
+                       "corekit.chapters.merging_cores": {"corekit.chapters.entk_transformer_modular"}}
 
 
 def test_nothing_outside_the_run_machinery_imports_it():

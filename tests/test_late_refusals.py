@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from tinyrepo import REPO, corekit, make_repo, one_line, refused, run_in_process, tiny_notebook, write_notebook
 
+from corekit import inputs
 from corekit.runs import checks, cli, notebooks, parameters
 from corekit.runs.paramspec import ParameterError
 
@@ -27,7 +28,7 @@ def values(name: str, **overrides) -> dict:
 def check_refuses(name: str, *parts: str, **overrides) -> str:
     """Return the ParameterError of chapter ``name``'s check on its defaults with ``overrides``, holding ``parts``."""
     with pytest.raises(ParameterError) as caught:
-        checks.CHECKS[name](values(name, **overrides))
+        checks.chapter_check(name)(values(name, **overrides))
     message = str(caught.value)
     assert "\n" not in message, message
     for part in parts:
@@ -38,7 +39,7 @@ def check_refuses(name: str, *parts: str, **overrides) -> str:
 @pytest.fixture
 def offline_hub(monkeypatch, tmp_path):
     """No Hugging Face hub and an empty local cache of it (what this machine has, whatever it has)."""
-    monkeypatch.setattr(checks, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(inputs, "hub_reachable", lambda timeout=3.0: False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
@@ -61,7 +62,7 @@ def test_x01_x02_extra_seeds_items_are_seeds(extra, bad):
 
 
 def test_x01_x02_extra_seeds_of_integers_pass():
-    checks.CHECKS["06_entk_transformer_modular"](values("06_entk_transformer_modular", extra_seeds=[0, 1, 4]))
+    checks.chapter_check("06_entk_transformer_modular")(values("06_entk_transformer_modular", extra_seeds=[0, 1, 4]))
     check_refuses("06_entk_transformer_modular", "expected seeds not already in seeds = [2, 3]", extra_seeds=[0, 2])
 
 
@@ -69,13 +70,13 @@ def test_x04_heads_must_divide_d_model():
     check_refuses("01_markov_cores", "01_markov_cores: parameter 'n_heads': expected a divisor of d_model = 32",
                   "got 5", n_heads=5)
     check_refuses("01_markov_cores", "parameter 'n_heads': expected a divisor of d_model = 30", d_model=30)
-    checks.CHECKS["01_markov_cores"](values("01_markov_cores", n_heads=8))
+    checks.chapter_check("01_markov_cores")(values("01_markov_cores", n_heads=8))
 
 
 def test_x12_d01_d02_grokking_chapters_refuse_seeds_and_moduli_they_cannot_use():
     check_refuses("02_grokking_cores", "parameter 'data_seed': expected a seed below 2**32 with split numpy",
                   "got 4294967296", split="numpy", data_seed=2**32)
-    checks.CHECKS["02_grokking_cores"](values("02_grokking_cores", split="torch", data_seed=2**32))
+    checks.chapter_check("02_grokking_cores")(values("02_grokking_cores", split="torch", data_seed=2**32))
     check_refuses("02_grokking_cores", "parameter 'seeds': expected distinct seeds", seeds=[0, 0])
     check_refuses("03_grokking_scaling_law", "parameter 'p_values': expected distinct moduli", p_values=[31, 31])
     check_refuses("03_grokking_scaling_law", "parameter 'probe_p_values': expected moduli of the p sweep",
@@ -106,7 +107,7 @@ def test_x07_eval_every_divides_epochs(epochs, every):
 
 def test_x07_an_interval_that_divides_epochs_passes():
     for epochs, every in ((500, 1), (500, 5), (50, 50)):
-        checks.CHECKS["05_entk_mlp_modular"](values("05_entk_mlp_modular", epochs=epochs, eval_every=every))
+        checks.chapter_check("05_entk_mlp_modular")(values("05_entk_mlp_modular", epochs=epochs, eval_every=every))
 
 
 def test_x09_an_unknown_model_is_refused_naming_the_offline_models(offline_hub):
@@ -123,8 +124,8 @@ def test_x09_hub_offline_is_named(offline_hub, monkeypatch):
 
 
 def test_x09_what_the_loader_can_load_passes(offline_hub, monkeypatch, tmp_path):
-    check = checks.CHECKS["07_entk_gemma_grammar"]
-    for name in checks.LANGUAGE_MODELS:
+    check = checks.chapter_check("07_entk_gemma_grammar")
+    for name in inputs.LANGUAGE_MODELS:
         check(values("07_entk_gemma_grammar", model=name))
     (tmp_path / "saved").mkdir()
     (tmp_path / "model.gguf").write_bytes(b"GGUF")
@@ -132,14 +133,14 @@ def test_x09_what_the_loader_can_load_passes(offline_hub, monkeypatch, tmp_path)
     check(values("07_entk_gemma_grammar", model=str(tmp_path / "model.gguf")))
     (tmp_path / "hf-cache" / "models--org--tiny" / "snapshots" / "abc").mkdir(parents=True)
     check(values("07_entk_gemma_grammar", model="org/tiny"))                     # in the local cache
-    monkeypatch.setattr(checks, "hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr(inputs, "hub_reachable", lambda timeout=3.0: True)
     check(values("07_entk_gemma_grammar", model="gpt2"))                         # the hub decides
 
 
 def test_x09_the_offline_models_are_the_loaders():
     from corekit.lm.loading import OFFLINE
 
-    assert sorted(checks.LANGUAGE_MODELS) == sorted(OFFLINE)
+    assert sorted(inputs.LANGUAGE_MODELS) == sorted(OFFLINE)
 
 
 @pytest.mark.parametrize("dtype", ["float13", "float64", "int8", "", "Float32"])
@@ -149,8 +150,8 @@ def test_x10_dtype_is_one_the_loader_takes(dtype):
 
 
 def test_x10_the_loaders_dtypes_pass():
-    for dtype in checks.MODEL_DTYPES:
-        checks.CHECKS["04_llm_agreement_axis"](values("04_llm_agreement_axis", dtype=dtype))
+    for dtype in inputs.MODEL_DTYPES:
+        checks.chapter_check("04_llm_agreement_axis")(values("04_llm_agreement_axis", dtype=dtype))
 
 
 # --------------------------------------------------------------------------------------------

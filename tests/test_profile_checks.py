@@ -15,8 +15,8 @@ from threadpoolctl import threadpool_limits
 from tinyrepo import REPO
 
 from corekit.runs import notebooks, parameters
-from corekit.runs.claims import to_jsonable
 from corekit.runs.paramspec import OUTPUT_DIR
+from corekit.verdicts import to_jsonable
 
 NAMES = notebooks.notebook_names(REPO)
 CASES = [(name, profile) for name in NAMES for profile in notebooks.PROFILES

@@ -23,8 +23,9 @@ from tinyrepo import REPO, absolute_paths, corekit, make_repo, tiny_notebook, wr
 
 from corekit import runinfo
 from corekit.runs import notebooks, publish
-from corekit.runs.claims import NO_NULL, VERDICTS, Claims, format_value
+from corekit.runs.claims import Claims
 from corekit.runs.source_hash import source_hash
+from corekit.verdicts import NO_NULL, VERDICTS, format_value
 
 FRESH, STALE = "00_tiny", "01_tiny"
 ENVIRONMENT_KEYS = {"date", "python", "torch", "transformers", "numpy", "device", "threads", "commit", "dirty",

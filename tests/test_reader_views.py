@@ -13,7 +13,8 @@ import pytest
 from tinyrepo import REPO
 
 from corekit.runs import claims_view, notebooks, publish
-from corekit.runs.claims import Claims, Null, at_least
+from corekit.runs.claims import Claims
+from corekit.verdicts import Null, at_least
 
 sys.path.insert(0, str(REPO / "book" / "_ext"))
 import corekit_getcode  # noqa: E402

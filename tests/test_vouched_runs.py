@@ -17,7 +17,8 @@ import pytest
 from tinyrepo import REPO, make_repo, run_in_process, tiny_notebook
 
 from corekit.runs import notebooks, publish, vouch
-from corekit.runs.claims import Claim, ClaimsTable
+from corekit.runs.claims import ClaimsTable
+from corekit.verdicts import Claim
 
 NAME = "00_tiny"
 #: The claims of the tiny run: one pass, one fail with its reason.

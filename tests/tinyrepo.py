@@ -32,7 +32,8 @@ output_dir = ""  # path; where the metrics file and figures go (corekit run sets
 import matplotlib.pyplot as plt
 
 from corekit import plots
-from corekit.runs.claims import Claims, Null, at_least, at_most
+from corekit.runs.claims import Claims
+from corekit.verdicts import Null, at_least, at_most
 
 claims = Claims("{name}")
 figs = plots.Figures(output_dir, "{name}")

@@ -1,9 +1,20 @@
 """One module per chapter, named after its notebook: the protocol the notebook runs, as functions it calls.
 
-A notebook keeps its parameters, its prose, its plots and its claims; what it computes lives here, tested. A chapter
-module imports the shared wings (networks and data; the two methods and their tools) and no other chapter, except
-:mod:`.two_lenses`, which compares chapter 02's and chapter 06's models and imports their modules
-(``tests/test_imports.py``).
+A notebook keeps its parameters, its prose and its plots; what it computes lives here, tested, and so do its claims.
+Each module declares, before any run:
+
+- ``CLAIMS``: the chapter's claims as :class:`corekit.verdicts.Spec` data (id, kind, statistic, bound, the paper's
+  value, the models covered);
+- ``claims(findings) -> list[Claim]``: the claims decided on what the chapter's steps returned (values, nulls, the
+  computed reasons of every verdict but pass), which the notebook records with ``claims.add(...)``;
+- ``check_inputs(params)``: the chapter's rules on its parameters beyond the parameters cell's (values that must
+  agree, the memory a run needs), in the vocabulary of :mod:`corekit.inputs`; ``corekit run`` calls it before a
+  kernel starts.
+
+A chapter module imports the shared wings (networks and data; the two methods and their tools; the verdict
+vocabulary) and no other chapter, except :mod:`.two_lenses` (chapters 02, 04 and 06) and :mod:`.merging_cores`
+(chapter 06's training), as ``tests/test_imports.py`` allows. A notebook imports its own chapter module and the
+wings, never another chapter's module.
 
 =====================================  =====================================================================
 :mod:`.markov_cores`                   01: validate, identify and compare the cores of Markov-chain models
@@ -14,5 +25,6 @@ module imports the shared wings (networks and data; the two methods and their to
 :mod:`.entk_transformer_modular`       06: per-parameter eNTK eigenvectors against Fourier features
 :mod:`.entk_gemma_grammar`             07: grammar features in a language model's eNTK
 :mod:`.two_lenses`                     08: ACE cores and eNTK eigenspaces compared, on two models and an LM
+:mod:`.merging_cores`                  09: merging the cores of models trained from one initialisation
 =====================================  =====================================================================
 """

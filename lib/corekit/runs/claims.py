@@ -2,8 +2,8 @@
 
 A notebook creates one :class:`Claims` in its first cell after the parameters, which checks every parameter
 against what the parameters cell declares and stops the run with one line when a value cannot be right. It
-records every headline figure with :meth:`Claims.check` (a tested claim) or :meth:`Claims.report` (a figure
-only), shows the table at the end of the page and, when the notebook's ``output_dir`` parameter names a folder,
+records the claims its chapter module decides (:meth:`Claims.add`; the vocabulary is :mod:`corekit.verdicts`),
+shows the table at the end of the page and, when the notebook's ``output_dir`` parameter names a folder,
 writes ``OUTPUT_DIR/NAME.metrics.json``::
 
     {"notebook", "parameters", "runtime_s", "threads", "environment": {...}, ("exports": {name: {"file", "sha256"}}),
@@ -40,219 +40,34 @@ from __future__ import annotations
 import html
 import inspect
 import json
-import math
 import os
 import re
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corekit import runinfo
 from corekit.runs import paramspec
 from corekit.runs.parameters import declared
-from corekit.stats import wilson_interval
-
-#: The verdicts a claim can have, in the order tables count them.
-VERDICTS = ("pass", "uninformative", "fail", "undecided", "reported")
-#: The reasons a tested claim may have no null (the only accepted ones), with what each means.
-NO_NULL = {
-    "numerical check": "it checks the computation itself (a residual, an error against a reference), not an effect",
-    "provenance": "it checks that a run repeats a recorded run or setting, not an effect",
-}
-#: A claim over fewer models than this says so on the page.
-FEW_MODELS = 5
-
-
-def to_jsonable(value: Any) -> Any:
-    """Return ``value`` with numpy / torch scalars and arrays turned into plain Python objects."""
-    if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        value = value.tolist()
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, complex):
-        return [value.real, value.imag]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+from corekit.verdicts import (
+    FEW_MODELS,
+    NO_NULL,
+    VERDICTS,
+    Bound,
+    Claim,
+    Null,
+    as_nulls,
+    format_value,
+    to_jsonable,
+    verdict,
+)
 
 
 def _torch_threads() -> int | None:
     """Return torch's intra-op thread count, or None when torch has not been imported."""
     torch = sys.modules.get("torch")
     return torch.get_num_threads() if torch is not None else None
-
-
-def format_value(value: Any) -> str:
-    """Return a short human-readable rendering of a measured or paper value."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items())
-    return str(value)
-
-
-def _number(x: float) -> str:
-    """Return a bound's constant as text (4 significant digits, integers without a point)."""
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.4g}"
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A pass/fail bound on one statistic; its text is the claim's target.
-
-    ``kind`` is one of ``>=``, ``<=``, ``==`` (with tolerance ``b``), ``in`` ([a, b]), ``true`` (the value is a
-    boolean that must hold), ``ci contains`` / ``ci above`` / ``ci below`` (tested on the claim's interval:
-    it contains ``a``, its low end is above ``a``, its high end is below ``a``).
-    """
-
-    kind: str
-    a: float | None = None
-    b: float | None = None
-
-    def test(self, value: Any, interval: tuple[float, float] | None = None) -> bool:
-        """Return whether ``value`` (or, for the ``ci`` kinds, ``interval``) satisfies the bound."""
-        if self.kind == "true":
-            return bool(value)
-        if self.kind.startswith("ci"):
-            if interval is None:
-                raise ValueError(f"a bound '{self.text}' tests an interval: pass interval=(low, high)")
-            low, high = (float(v) for v in interval)
-            return {"ci contains": low <= self.a <= high, "ci above": low > self.a, "ci below": high < self.a}[self.kind]
-        if value is None or not math.isfinite(float(value)):
-            return False
-        x = float(value)
-        if self.kind == "in":
-            return self.a <= x <= self.b
-        return {">=": x >= self.a, "<=": x <= self.a, "==": abs(x - self.a) <= (self.b or 0.0)}[self.kind]
-
-    @property
-    def text(self) -> str:
-        """The bound in words and symbols, e.g. "≥ 0.9", "in [0.8, 1.25]", "95 % interval contains −1"."""
-        if self.kind == "true":
-            return "holds"
-        if self.kind == "==":
-            return f"= {_number(self.a)}" + (f" ± {_number(self.b)}" if self.b else "")
-        if self.kind == "in":
-            return f"in [{_number(self.a)}, {_number(self.b)}]"
-        if self.kind.startswith("ci"):
-            return {"ci contains": "interval contains", "ci above": "interval above",
-                    "ci below": "interval below"}[self.kind] + f" {_number(self.a)}"
-        return {">=": "≥", "<=": "≤"}[self.kind] + f" {_number(self.a)}"
-
-
-def at_least(x: float) -> Bound:
-    """Return the bound value ≥ x."""
-    return Bound(">=", float(x))
-
-
-def at_most(x: float) -> Bound:
-    """Return the bound value ≤ x."""
-    return Bound("<=", float(x))
-
-
-def equal_to(x: float, tol: float = 0.0) -> Bound:
-    """Return the bound ``|value − x| ≤ tol``."""
-    return Bound("==", float(x), float(tol))
-
-
-def between(low: float, high: float) -> Bound:
-    """Return the bound low ≤ value ≤ high."""
-    if not low <= high:
-        raise ValueError(f"between needs low ≤ high, got {low!r}, {high!r}")
-    return Bound("in", float(low), float(high))
-
-
-def holds() -> Bound:
-    """Return the bound "the boolean value is true"."""
-    return Bound("true")
-
-
-def interval_contains(x: float) -> Bound:
-    """Return the bound "the claim's interval contains x"."""
-    return Bound("ci contains", float(x))
-
-
-def interval_above(x: float) -> Bound:
-    """Return the bound "the claim's interval lies above x"."""
-    return Bound("ci above", float(x))
-
-
-def interval_below(x: float) -> Bound:
-    """Return the bound "the claim's interval lies below x"."""
-    return Bound("ci below", float(x))
-
-
-@dataclass(frozen=True)
-class Null:
-    """The claim's statistic on a case without the claimed effect (``what``), which the bound must reject.
-
-    ``value`` is a number (or boolean), or {model: value} for a claim over models (each must fail the bound);
-    ``interval`` the null's interval for a bound on intervals.
-    """
-
-    what: str
-    value: Any
-    interval: tuple[float, float] | None = None
-
-    def passing(self, bound: Bound) -> list[str]:
-        """Return the labels of the null's cases that satisfy ``bound`` ("" for a single value)."""
-        if isinstance(self.value, dict):
-            return [str(k) for k, v in self.value.items() if bound.test(v, self.interval)]
-        return [""] if bound.test(self.value, self.interval) else []
-
-    def as_dict(self, bound: Bound) -> dict:
-        """Return the null's record: what it is, its value (and interval), and whether it satisfies the bound."""
-        record = {"what": self.what, "value": to_jsonable(self.value), "passes": bool(self.passing(bound))}
-        return record if self.interval is None else {**record, "interval": to_jsonable(list(self.interval))}
-
-
-def _shown(value: Any) -> str:
-    """Return a value for a sentence of reason."""
-    return format_value(to_jsonable(value))
-
-
-@dataclass
-class Claim:
-    """One headline figure with its verdict; ``reason`` says in words why a claim that is not a pass is not."""
-
-    id: str
-    measured: Any
-    target: str
-    verdict: str
-    paper: Any = None
-    authors: Any = None
-    reason: str | None = None
-    nulls: tuple[dict, ...] = ()
-    no_null: str | None = None
-    models: dict | None = None
-    interval: tuple[float, float] | None = None
-
-    @property
-    def passed(self) -> bool | None:
-        """True for a pass, False for a fail, None for every other verdict."""
-        return {"pass": True, "fail": False}.get(self.verdict)
-
-    def as_dict(self) -> dict:
-        """Return the claim as the metrics-file record."""
-        record = {"id": self.id, "paper": to_jsonable(self.paper), "measured": to_jsonable(self.measured),
-                  "target": self.target, "verdict": self.verdict, "pass": self.passed}
-        optional = {"reason": self.reason, "null": list(self.nulls) or None, "no_null": self.no_null,
-                    "models": self.models, "interval": None if self.interval is None else list(self.interval),
-                    "authors": self.authors}
-        record.update({k: to_jsonable(v) for k, v in optional.items() if v is not None})
-        return record
 
 
 def verdict_of(record: dict) -> str:
@@ -344,49 +159,6 @@ def check_parameters(notebook: str, values: dict) -> None:
             raise paramspec.ParameterError(f"{notebook}: parameter {name!r}: {error}") from None
 
 
-def _as_nulls(null: Null | list[Null] | tuple[Null, ...] | None) -> tuple[Null, ...]:
-    """Return ``null`` as a tuple of :class:`Null` (checked)."""
-    nulls = () if null is None else (null,) if isinstance(null, Null) else tuple(null)
-    if not all(isinstance(n, Null) for n in nulls):
-        raise TypeError(f"null must be a Null or a list of Null, got {null!r}")
-    return nulls
-
-
-def verdict(value: Any, bound: Bound, *, nulls: tuple[Null, ...] = (), interval: tuple[float, float] | None = None,
-            undecided: str | None = None, why: str | None = None) -> tuple[str, str | None, dict | None]:
-    """Return (verdict, reason, models record) of a tested claim: ``value`` a number, or {model: number} for a claim
-    that must hold for every model; ``undecided`` a computed reason why this run cannot decide the claim."""
-    models = None
-    if isinstance(value, dict):
-        if not value:
-            raise ValueError("a claim over models needs at least one model")
-        missing = [key for key, v in value.items() if not bound.test(v, interval)]
-        k, n = len(value) - len(missing), len(value)
-        models = {"k": k, "n": n, "wilson95": [round(x, 4) for x in wilson_interval(k, n)],
-                  "failing": [str(m) for m in missing]}
-        holds_ = not missing
-        shown = f"{k} of {n} models satisfy {bound.text}" + (
-            "; not " + ", ".join(f"{m} ({_shown(value[m])})" for m in missing) if missing else "")
-    else:
-        holds_ = bound.test(value, interval)
-        measured = _shown(value) + (f" (interval {_shown(list(interval))})" if interval is not None else "")
-        shown = f"measured {measured} {'satisfies' if holds_ else 'does not satisfy'} {bound.text}"
-    context = f" {why[0].upper()}{why[1:].rstrip('.')}." if why else ""
-    if undecided:
-        return "undecided", f"Undecided: {undecided.rstrip('.')} ({shown}).{context}", models
-    if not holds_:
-        return "fail", f"Fails: {shown}.{context}", models
-    passing = [(n, n.passing(bound)) for n in nulls]
-    passing = [(n, labels) for n, labels in passing if labels]
-    if passing:
-        said = "; ".join(f"{n.what} gives {_shown(n.value)}" + (f" ({len(labels)} of {len(n.value)} cases pass)"
-                                                                 if isinstance(n.value, dict) else "")
-                         for n, labels in passing)
-        return ("uninformative", f"Uninformative: {shown}, but so does the null ({said}), so the test cannot tell "
-                f"the effect from its absence.{context}", models)
-    return "pass", None, models
-
-
 class Claims:
     """Collects a notebook's claims and writes them to its metrics file.
 
@@ -433,6 +205,15 @@ class Claims:
         self.exports[name] = {"file": Path(path).name, "sha256": digest.hexdigest()}
         return self.exports[name]["sha256"]
 
+    def add(self, *claims: Claim) -> list[Claim]:
+        """Return ``claims`` (a chapter's decided claims, :mod:`corekit.verdicts`), recorded in their order."""
+        for claim in claims:
+            if not isinstance(claim, Claim):
+                raise TypeError(f"{self.notebook}: claims.add takes Claim objects (corekit.verdicts.decide), "
+                                f"got {claim!r}")
+            self._append(claim)
+        return list(claims)
+
     def _append(self, claim: Claim) -> Claim:
         if any(c.id == claim.id for c in self.claims):
             raise ValueError(f"claim id {claim.id!r} is recorded twice in {self.notebook}")
@@ -454,7 +235,7 @@ class Claims:
             raise TypeError(f"claim {id!r}: bound must be a Bound (at_least, at_most, ...), got {bound!r}")
         if not isinstance(statistic, str) or not statistic.strip():
             raise ValueError(f"claim {id!r}: statistic must say what the value measures")
-        nulls = _as_nulls(null)
+        nulls = as_nulls(null)
         if not nulls and no_null not in NO_NULL:
             raise ValueError(f"claim {id!r} has no null: give null=Null(...) or no_null= one of {sorted(NO_NULL)}, "
                              f"got {no_null!r}")

@@ -23,7 +23,8 @@ import re
 import statistics
 from typing import Mapping
 
-from corekit.runs.claims import VERDICT_STYLE, format_value, id_html, verdict_of
+from corekit.runs.claims import VERDICT_STYLE, id_html, verdict_of
+from corekit.verdicts import format_value
 
 #: The class of every claims table (book/_static/corekit.css sets its columns).
 TABLE_CLASS = "corekit-claims"

@@ -282,12 +282,12 @@ def resolved_parameters(nb: Notebook, values: dict) -> dict:
 
 def check_chapter(nb: Notebook, values: dict) -> None:
     """Raise unless the notebook's .py compiles (:func:`check_compiles`) and the chapter's own rules
-    (:mod:`corekit.runs.checks`: values that must agree with each other, the memory a run needs) accept the run's
+    (its chapter module's ``check_inputs``: values that must agree with each other, the memory a run needs) accept the run's
     ``values`` with the defaults of the parameters they leave out."""
     from corekit.runs import checks
 
     check_compiles(nb)
-    check = checks.CHECKS.get(nb.name)
+    check = checks.chapter_check(nb.name)
     if check is None:
         return
     try:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from corekit.inputs import INT64_MAX, ParameterError, show  # noqa: F401  (ParameterError: the machinery names it here)
 from corekit.primes import is_prime, nearest_primes
 
 NUMBER = r"[-+]?(?:inf|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
@@ -47,21 +48,12 @@ OUTPUT_DIR = "output_dir"
 DEVICE_PARAMETER = "device"
 #: Comment clauses of a parameter that must be a prime (an integer) or primes (a list of integers).
 PRIME_CLAUSES = {"a prime", "primes"}
-INT64_MAX = 2**63 - 1
 KIND_NAMES = {bool: ("true or false", "bools"), int: ("an integer", "integers"), float: ("a number", "numbers"),
               str: ("a string", "strings"), dict: ("a mapping", "mappings")}
 
 
 class DeclarationError(ValueError):
     """A parameters-cell comment whose clauses cannot be read."""
-
-
-class ParameterError(ValueError):
-    """A parameter value a notebook refuses: shown in Jupyter, papermill and nbmake as its one line, no traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        """Return the lines IPython shows for this error instead of a traceback."""
-        return [f"ParameterError: {self}"]
 
 
 @dataclass(frozen=True)
@@ -241,19 +233,6 @@ def expand_user(text: str) -> Path:
         return Path(text).expanduser()
     except RuntimeError:                       # pathlib: "Could not determine home directory."
         raise ValueError(f"cannot expand {text.split('/', 1)[0]!r}: no such user on this machine") from None
-
-
-def show(value: Any) -> str:
-    """Return a value as the user would type it (YAML-like, strings quoted)."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(show(v) for v in value) + "]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def check_parameter(name: str, comment: str, rule: Accepts, value: Any, cwd: Path) -> Any:

@@ -30,7 +30,7 @@ from typing import Collection, Iterable, Iterator
 
 from corekit import oracle
 from corekit.runs import owned, vouch
-from corekit.runs.claims import VERDICT_STYLE, VERDICTS, format_value, id_html, verdict_of
+from corekit.runs.claims import VERDICT_STYLE, id_html, verdict_of
 from corekit.runs.claims_view import claims_html, model_name, models_summary, per_model_values, shorten_lists, value_summary
 from corekit.runs.errors import CorekitError, Problems
 from corekit.runs.notebooks import NOTEBOOK_NAME, PROFILES, Notebook, notebook_names, toc_files, toc_notebooks
@@ -38,6 +38,7 @@ from corekit.runs.parameters import accepted_values, effective_parameters, read_
 from corekit.runs.portable import portable_parameters, portable_value
 from corekit.runs.site import build_html, marking, stage_book, stage_notebook
 from corekit.runs.source_hash import source_hash
+from corekit.verdicts import VERDICTS, format_value
 
 #: Folder of the published runs, under the book's root.
 RESULTS = "results"
@@ -545,12 +546,12 @@ def title(run: Run) -> str:
     return run.name
 
 
-#: Bar colours of the tally figure, one per verdict (:data:`corekit.runs.claims.VERDICTS`).
+#: Bar colours of the tally figure, one per verdict (:data:`corekit.verdicts.VERDICTS`).
 TALLY_COLOURS = tuple(VERDICT_STYLE[v][1] for v in VERDICTS)
 
 
 def tally(metrics: dict) -> dict[str, int]:
-    """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.runs.claims.VERDICTS`."""
+    """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.verdicts.VERDICTS`."""
     verdicts = [verdict_of(c) for c in metrics.get("claims", [])]
     return {v: verdicts.count(v) for v in VERDICTS}
 
@@ -970,7 +971,7 @@ CLAIM_CALL = re.compile(r"\bclaims\.(?:add|check|report)\(")
 
 def claim_problems(metrics: dict) -> list[str]:
     """Return what is wrong with the claims of a metrics file: a claim without an id, or with no verdict of the known
-    set (``verdict`` one of :data:`corekit.runs.claims.VERDICTS`, else the older ``pass``: true, false or null)."""
+    set (``verdict`` one of :data:`corekit.verdicts.VERDICTS`, else the older ``pass``: true, false or null)."""
     problems = []
     for i, claim in enumerate(metrics["claims"]):
         if not isinstance(claim, dict) or not isinstance(claim.get("id"), str) or not claim["id"]:

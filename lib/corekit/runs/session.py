@@ -28,7 +28,7 @@ def setup(notebook: str, namespace: dict) -> Session:
 
     In order: the book's figure style; every parameter checked against its declaration
     (:class:`corekit.runs.claims.Claims`); a name papermill injected that the notebook does not declare refused, then
-    the chapter's rules among its values (:mod:`corekit.runs.checks`); the ``device`` parameter resolved ("auto": CUDA
+    the chapter's rules among its values (its chapter module's ``check_inputs``); the ``device`` parameter resolved ("auto": CUDA
     when present) and recorded in the run's parameters; torch and the BLAS libraries limited to the thread count of
     :func:`corekit.device.cpu_threads` (the ``cpu_threads`` parameter when above 0, else the cores free now), which
     the run record keeps. Prints one line: the device and that thread count.
@@ -43,8 +43,9 @@ def setup(notebook: str, namespace: dict) -> Session:
     claims = Claims(notebook, namespace=namespace)
     figures = plots.Figures(namespace.get("output_dir") or "", notebook)
     values = check_namespace(notebook, namespace)
-    if notebook in checks.CHECKS:
-        checks.CHECKS[notebook](values)
+    check = checks.chapter_check(notebook)
+    if check is not None:
+        check(values)
     device = default_device(namespace.get("device"))
     threads = use_cpu_threads(cpu_threads(namespace.get("cpu_threads", 0)))
     claims.resolve(device=str(device))

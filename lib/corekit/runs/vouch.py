@@ -80,7 +80,7 @@ TOP = {"notebook": "text", "profile": "text", "source_hash": "text", "runtime_s"
 ENVIRONMENT = {"commit": "text", "dirty": "flag", "date": "text", "device": "text", "threads": "count",
                "torch": "text", "python": "text", "numpy": "text", "transformers": "text", "platform": "text",
                "models": "list"}
-#: The fields of a claim (:meth:`corekit.runs.claims.Claim.as_dict`) whose type the pages rely on.
+#: The fields of a claim (:meth:`corekit.verdicts.Claim.as_dict`) whose type the pages rely on.
 CLAIM = {"id": "text", "target": "text", "verdict": "text", "reason": "text", "why": "text", "no_null": "text",
          "null": "list", "models": "object", "interval": "list"}
 #: The fields of a claim's ``models`` record.
@@ -223,7 +223,7 @@ def numbers(value: object) -> list[float]:
     return _numbers_in(str(value))
 
 
-#: Significant digits a claims table writes a float with (:func:`corekit.runs.claims.format_value`, trailing zeros
+#: Significant digits a claims table writes a float with (:func:`corekit.verdicts.format_value`, trailing zeros
 #: dropped: ``1.0`` is written ``1``).
 DIGITS = 4
 
