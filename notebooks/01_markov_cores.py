@@ -177,7 +177,6 @@ for name, (chain, model) in ensembles.items():
     train_set, test_set = data[chain]
     results[name] = ace.next_token_ace(model, train_set.x.to(dev), test_set.x.to(dev), test_set.y.to(dev),
                                        energy_threshold)
-test_acc = {name: results[name].base_acc.double().cpu().numpy() for name in chains}
 table([{"ensemble": name, "held-out accuracy": results[name].base_acc.cpu().numpy(),
         "core rank by energy": results[name].rank.tolist(), "rank(T − 1πᵀ)": expected_rank[chain]}
        for name, (chain, _model) in ensembles.items()],
@@ -327,19 +326,20 @@ table([{"seed": seed, "current state": k, **{f"→ {j}": share for j, share in e
 # nearly orthogonal already); the projector overlap $\|Q_a^\top Q_b\|_F^2/\sqrt{r_a r_b}$ of their
 # cores (1 = the same subspace; independent random subspaces give $\sqrt{r_a r_b}/D$); and the
 # canonical correlations of their core coordinates on the same held-out inputs (1 = the same
-# information up to a change of coordinates). The controls get the canonical correlations too. For the
-# two claims of *difference* (small weight cosines, overlaps at the level of chance) the reference that
-# must fail is a case that is not at chance: each model against itself, and for the weights each
-# trained model against its own initialisation (training continued from it). {numref}`fig-01-seeds`
-# shows the three views for every pair of seeds on the paper's chain, and {numref}`fig-01-controls`
-# sets each ensemble's headline numbers beside those of the controls.
+# information up to a change of coordinates). The controls get the overlaps and the canonical
+# correlations too. The two claims of *difference* (small weight cosines, overlaps at the level of
+# chance) are tested against the same statistic where training played no part: the seeds' initial
+# weights, and the cores of the untrained and shuffled-target controls. If those are as far apart,
+# different weights and different subspaces are a premise of the comparison rather than something
+# training produced, and the claims are uninformative. {numref}`fig-01-seeds` shows the three views
+# for every pair of seeds on the paper's chain, and {numref}`fig-01-controls` sets each ensemble's
+# headline numbers beside those of the controls.
 
 # %%
 M = len(seeds)
 pairs = [(a, b) for a in range(M) for b in range(a + 1, M)]
 cosines = markov_cores.weight_cosines(models["paper"], untrained["paper"])
-weight_cos, weight_cos_init = cosines["trained"], cosines["init"]
-weight_cos_self, weight_cos_own_init = cosines["self"], cosines["own_init"]     # each model against itself / its init
+weight_cos, weight_cos_init, weight_cos_own_init = cosines["trained"], cosines["init"], cosines["own_init"]
 compared = {}
 for name, (chain, _model) in ensembles.items():
     ranks_used = markov_cores.fit_ranks(results[name], None if name == chain else expected_rank[chain])
@@ -381,98 +381,40 @@ plt.show()
 # %% [markdown]
 # ## Claims
 #
-# Each row is measured above. Targets follow the issue and the paper ({cite}`schiffman2026cores`);
-# rows ending in `_deficient` are the second chain. Every claim about the trained models holds for
+# Each row is measured above. Targets follow the paper ({cite}`schiffman2026cores`); rows ending in
+# `_deficient` are the second chain, the book's own. Every claim about the trained models holds for
 # every seed (or every pair of seeds) the profile trains, and is tested against the same statistic on
-# the controls: the untrained models and, on the paper's chain, the shuffled-target models (fitted at
-# $\operatorname{rank}(T - \mathbf{1}\pi^\top)$ where a rank is needed, as above). A claim passes only
-# when the trained models meet the bound and no control does. On the paper's chain the rank cannot
-# exceed $K - 1$, which the controls reach too, so `core_rank` is expected to be uninformative; the
-# second chain's rank is the informative one. The claims that the models *differ* (weights, core
-# subspaces) and that removing the core leaves chance are about models that learned the chain: they
-# are undecided when some seed did not (held-out accuracy closer to the stationary guess than to the
-# Bayes accuracy). A failing row is shown as failing, with its measured value.
+# a case without the effect; it passes only when the trained models meet the bound and that case
+# does not.
+#
+# - **The models learned the chain** (`model_accuracy`, a precondition): held-out accuracy within 0.01
+#   of the Bayes accuracy, against the untrained and shuffled-target controls.
+# - **Extract** (`core_rank`): the energy rank equals $\operatorname{rank}(T - \mathbf{1}\pi^\top)$,
+#   against the controls' energy ranks. On the paper's chain the rank cannot exceed $K - 1$, which the
+#   controls reach too, so the row is expected to be uninformative; the second chain's is the
+#   informative one.
+# - **Validate** (`keep_only_ratio`, `remove_only_accuracy`): keep-only at the core rank keeps the
+#   model's accuracy, and removing the core leaves at most the stationary guess + 0.05, each against
+#   the controls ablated the same way at their own energy rank. A control that never learned the chain
+#   has little accuracy to lose, so a removal leaves it low whatever its core carried: the removal row
+#   is uninformative whenever a control meets the bound, which is on the accuracy left, not on the loss.
+# - **Different weights, different subspaces** (`weight_cosine_max`, `projector_overlap`): small weight
+#   cosines between seeds, against the seeds' initial weights (and, as a case the bound must reject,
+#   each trained model against its own initialisation); core overlaps at the level of chance (below the
+#   99.9th percentile of random subspaces of the same ranks), against the controls' cores.
+# - **The same computation** (`cca_min`, `cca_mean`, `eig_max_error`, `r2_core_over_oracle`): the
+#   seeds' core coordinates are linear images of one another, and the operator fitted on them has the
+#   chain's eigenvalues and explains the next step as well as the exact code, each against the
+#   controls fitted at $\operatorname{rank}(T - \mathbf{1}\pi^\top)$.
+#
+# The claims that the models *differ* and that removing the core leaves chance are about models that
+# learned the chain: they are undecided when some seed did not (held-out accuracy closer to the
+# stationary guess than to the Bayes accuracy). A failing row is shown as failing, with its measured
+# value; the second chain's rows borrow the paper's bars, which the paper sets on its cyclic chain.
 
 # %%
-from corekit.runs.claims import Null, at_least, at_most, equal_to
-
-
-def by_seed(values):
-    """{"seed s": value} for the seeds, from a sequence of per-seed values."""
-    return {f"seed {s}": v if isinstance(v, int) else float(v) for s, v in zip(seeds, values)}
-
-
-def by_pair(matrix):
-    """{"a–b": entry} for every pair of seeds, from a symmetric (M, M) matrix."""
-    return {f"{seeds[a]}–{seeds[b]}": float(matrix[a][b]) for a, b in pairs}
-
-
-every_seed, every_pair = "the seeds the profile trains", "the pairs of seeds the profile trains"
-for chain, T in chains.items():
-    sfx = "" if chain == "paper" else "_deficient"
-    bayes, guess, r_exp = markov.bayes_accuracy(T), markov.stationary_guess_accuracy(T), expected_rank[chain]
-    controls = {n.split(", ")[1]: n for n in ensembles if n != chain and ensembles[n][0] == chain}
-    what = {"untrained": "the same seeds untrained", "shuffled": "the same seeds trained on shuffled targets"}
-    cmp, fit, val = compared[chain], identified[chain], validation[chain]
-    not_learned = [f"seed {s} ({a:.3f})" for s, a in zip(seeds, test_acc[chain]) if a < (bayes + guess) / 2]
-    unlearned = (f"{', '.join(not_learned)} did not learn the chain (held-out accuracy below {(bayes + guess) / 2:.3f}, "
-                 f"halfway from the stationary guess {guess:.4f} to the Bayes accuracy {bayes:.4f}), and the claim is "
-                 "about models that did; a profile whose seeds learn the chain (the defaults, or the paper's) decides it"
-                 if not_learned else None)
-
-    def nulls(values):
-        """One Null per control of this chain: {control: value} from values(ensemble name)."""
-        return [Null(what[c], values(n)) for c, n in controls.items()]
-
-    claims.check(f"model_accuracy{sfx}", by_seed(test_acc[chain]), equal_to(bayes, 0.01), paper=round(bayes, 4),
-                 statistic="held-out next-state accuracy, against the Bayes accuracy", covers=every_seed,
-                 null=nulls(lambda n: by_seed(results[n].base_acc.double().cpu().numpy())))
-    claims.check(f"core_rank{sfx}", by_seed(results[chain].rank.tolist()), equal_to(r_exp), paper=r_exp,
-                 statistic="core rank by energy, against rank(T − 1πᵀ)", covers=every_seed,
-                 null=nulls(lambda n: by_seed(results[n].rank.tolist())),
-                 why=f"centred logits cap the rank at K − 1 = {n_states[chain] - 1}, which any model reaches"
-                 if r_exp == n_states[chain] - 1 else None)
-    claims.check(f"keep_only_ratio{sfx}", by_seed(val["ratio"]), at_least(0.99), paper="≈ 1",
-                 statistic="held-out keep-only accuracy at the core rank / model accuracy", covers=every_seed,
-                 null=nulls(lambda n: by_seed(validation[n]["ratio"])),
-                 why="keep-only at a model's own energy rank keeps what its logits see, trained or not")
-    claims.check(f"remove_only_accuracy{sfx}", by_seed(val["removed"]), at_most(guess + 0.05), paper=round(guess, 4),
-                 statistic=f"held-out accuracy with the core removed, against the stationary guess {guess:.4f} + 0.05",
-                 covers=every_seed, null=Null("the same models with the core kept instead of removed",
-                                              by_seed(val["kept"])), undecided=unlearned)
-    if chain == "paper":
-        pair_cos = np.abs(subspaces.off_diagonal(weight_cos))
-        claims.check("weight_cosine_max", float(pair_cos.max()), at_most(0.06), paper="≈ 0 (authors' runs 0.029–0.052)",
-                     statistic="largest |cos| between the flattened weights of two seeds",
-                     null=[Null("each model against itself", by_seed(np.abs(weight_cos_self))),
-                           Null("each trained model against its own initialisation", by_seed(np.abs(weight_cos_own_init)))],
-                     undecided=unlearned)
-        claims.report("weight_cosine_init", float(np.abs(subspaces.off_diagonal(weight_cos_init)).max()),
-                      statistic="largest |cos| between the seeds' independent random initialisations")
-        claims.check("projector_overlap", by_pair(cmp["percentile"]), at_most(0.999), paper="0.02–0.04",
-                     statistic="percentile of the pair's core projector overlap ("
-                               + ", ".join(f"{o:.4f}" for o in subspaces.off_diagonal(cmp["overlap"]))
-                               + ") among 4000 pairs of random subspaces of the same ranks", covers=every_pair,
-                     null=Null("each core against itself", by_seed(cmp["self_percentile"])), undecided=unlearned)
-        claims.report("projector_overlap_random", cmp["random_mean"], paper=round(3 / 64, 4),
-                      statistic="mean overlap of random subspaces of the cores' ranks, √(r_a r_b)/D")
-    claims.check(f"cca_min{sfx}", by_pair(cmp["cca_min"]), at_least(0.9), paper="0.92–0.999",
-                 statistic="smallest top-r canonical correlation of the pair's core coordinates", covers=every_pair,
-                 null=nulls(lambda n: by_pair(compared[n]["cca_min"])))
-    if chain == "paper":
-        claims.check("cca_mean", float(np.mean(cmp["cca_all"])), at_least(0.97), paper="≈ 0.99 (authors' runs: mean 0.980)",
-                     statistic="mean top-r canonical correlation over all pairs of seeds",
-                     null=nulls(lambda n: float(np.mean(compared[n]["cca_all"]))))
-    claims.check(f"eig_max_error{sfx}", by_seed(fit["err"]), at_most(0.03), paper="≤ 0.02",
-                 statistic="max |eig(A) − eig(T)| of the operator fitted on core coordinates", covers=every_seed,
-                 null=nulls(lambda n: by_seed(identified[n]["err"])))
-    claims.check(f"r2_core_over_oracle{sfx}", by_seed(fit["r2_ratio"]), at_least(0.98), paper="> 0.98",
-                 statistic=f"R²_core / R²_oracle on held-out sequences (R²_oracle = {markov.oracle_r2(T):.4f})",
-                 covers=every_seed, null=nulls(lambda n: by_seed(identified[n]["r2_ratio"])))
-    if chain == "deficient":
-        claims.report("shared_row_distance_deficient", np.round(shared_distance, 3).tolist(), paper=0,
-                      statistic="whitened distance between the mean core coordinates of the states that share "
-                                f"a row (0 for the Bayes code; the largest between states with different rows: "
-                                f"{min(apart_distance):.2f}–{max(apart_distance):.2f})")
+findings = markov_cores.Findings(seeds=seeds, chains=chains, results=results, validation=validation,
+                                 identified=identified, compared=compared, cosines=cosines, merged=merged)
+claims.add(*markov_cores.claims(findings))
 claims.write()
 claims.table()

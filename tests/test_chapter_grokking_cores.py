@@ -1,15 +1,20 @@
 """Chapter 02's measurement (corekit.chapters.grokking_cores) against independent references: brute-force walks over
 the epochs, hand tables of accuracies, numpy least-squares shift fits and ablations, and the checkpoint file read back
-with plain ``torch.load``."""
+with plain ``torch.load``; its claims on hand-made findings, one test for every rule that yields a verdict but pass."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from corekit.chapters import grokking_cores
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
 from corekit.train import History, train_ensemble
 
+REPO = Path(__file__).resolve().parents[1]
 P = 11
 CFG = TransformerConfig.ace_authors(P, d_model=12, d_mlp=24, n_heads=2, n_layers=1, dropout=0.0)
 SEEDS = [0, 1, 0, 1]
@@ -304,3 +309,258 @@ def test_checkpoints_round_trip(trained, tmp_path):
             rebuilt = BatchedTransformer(TransformerConfig(**torch.load(path)["config"]), seeds=SEEDS).eval()
             rebuilt.load_state_dict(torch.load(path)["epochs"][e])
             assert torch.equal(loaded(data[3]), rebuilt(data[3]))
+
+
+# --------------------------------------------------------------------------------------------
+# claims(): hand-made findings, no training
+
+#: Ten checkpoints (epoch_steps 1): the ω seeds memorise at index 1 (epoch 100) and grok at index 4 (epoch 400).
+HAND_CHECKPOINTS = [0, 100, 200, 300, 400, 500, 600, 700, 800, 20001]
+I_MEM, I_GROK, FINAL = 1, 4, 9
+#: One seed of the hand tables over the 10 checkpoints, ω branch; the ω → 0 branch copies it but its necessary rank.
+HAND_SEED = {
+    "energy": [40, 30, 25, 20, 15, 15, 15, 15, 15, 15],
+    "sufficient": [40, 30, 20, 15, 10, 10, 10, 10, 10, 10],
+    "necessary": [40, 30, 20, 15, 10, 12, 15, 18, 20, 25],
+    "fit_rank": [40, 30, 25, 20, 15, 15, 15, 18, 20, 25],
+    "circle": [0.2, 0.1, 0.3, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+    "modes": [10, 8, 6, 5, 5, 6, 7, 8, 10, 12],
+    "r2": [0.2, 0.3, 0.5, 0.7, 0.95, 0.96, 0.97, 0.98, 0.99, 0.99],
+    "fourier_modes": [20, 15, 10, 8, 6, 8, 12, 16, 20, 25],
+}
+HAND_WD0_NECESSARY = [40, 30, 20, 15, 10, 10, 10, 10, 10, 10]
+#: The exact-fit controls of one seed: (R², circle fraction, fit modes, Fourier modes); all fail the claims' bounds.
+HAND_CONTROL = {"grokked": (0.95, 1.0, 5, 6), "memorising": (0.5, 0.0, 2, 15), "shuffled": (0.1, 0.0, 1, 20),
+                "untrained": (0.3, 0.2, 3, 20), "untrained_at_before_rank": (0.3, 0.1, 3, 20),
+                "grokked_at_before_rank": (0.99, 1.0, 5, 6), "memorising_at_final_rank": (0.6, 0.1, 4, 8),
+                "untrained_at_final_rank": (0.4, 0.2, 5, 10)}
+
+
+def _hand_findings(change=None, params=None, seed_grok=(I_GROK, I_GROK), seed_memorised=(I_MEM, I_MEM),
+                   test_acc=None, null_ranks=None, spectrum=(0.01, 0.02)):
+    """Return Findings for seeds 0 and 1 built from HAND_SEED / HAND_CONTROL at the paper's setting (fork epoch 901),
+    after ``change(tables, control)`` edits them: tables[analysis][key] is an array (10, 4) (seeds 0, 1, then the ω → 0
+    models), control[analysis][case] a list of two lists (one per seed)."""
+    tables = {a: {k: np.array([v, v, v, v], dtype=float).T for k, v in HAND_SEED.items()} for a in grokking_cores.ANALYSES}
+    for a in grokking_cores.ANALYSES:
+        tables[a]["necessary"][:, 2:] = np.array(HAND_WD0_NECESSARY, dtype=float)[:, None]
+    control = {a: {case: [list(row), list(row)] for case, row in HAND_CONTROL.items()} for a in grokking_cores.ANALYSES}
+    if change is not None:
+        change(tables, control)
+    cores = grokking_cores.CheckpointCores(
+        runs={}, ranks={a: {k: tables[a][k] for k in grokking_cores.RANK_KEYS} for a in tables},
+        fit={a: {k: tables[a][k] for k in grokking_cores.FIT_KEYS} for a in tables})
+    points = grokking_cores.GrokkingPoints(grok_step=HAND_CHECKPOINTS[I_GROK], memorised_step=HAND_CHECKPOINTS[I_MEM],
+                                           i_grok=I_GROK, i_before=I_MEM, final=FINAL, seed_grok=list(seed_grok),
+                                           seed_memorised=list(seed_memorised))
+    if test_acc is None:
+        test_acc = np.full((len(HAND_CHECKPOINTS), 4), 1.0)
+        test_acc[0] = 0.02
+    return grokking_cores.Findings(
+        seeds=[0, 1], params={**grokking_cores.PAPER_SETTING, "fork_epoch": 901, **(params or {})},
+        checkpoints=HAND_CHECKPOINTS, epoch_steps=1, test_acc=test_acc, points=points, cores=cores, control=control,
+        null_ranks=null_ranks or {"jitter 0": [10, 10], "jitter 1e-8": [10, 11], "jitter 1e-6": [11, 11],
+                                  "centred": [10, 12]},
+        spectrum=list(spectrum))
+
+
+def _decided(findings) -> dict:
+    """Return {id: claim} of grokking_cores.claims(findings)."""
+    return {c.id: c for c in grokking_cores.claims(findings)}
+
+
+def _edit(key, row, column, value, analyses=("corekit",)):
+    """Return a change() setting tables[a][key][row, column] = value for each analysis in ``analyses``."""
+    def change(tables, control):
+        for a in analyses:
+            tables[a][key][row, column] = value
+    return change
+
+
+def _control(case, seed, index, value, analyses=("corekit",)):
+    """Return a change() setting item ``index`` of control[a][case][seed] to ``value``."""
+    def change(tables, control):
+        for a in analyses:
+            control[a][case][seed][index] = value
+    return change
+
+
+def test_claims_all_pass_on_a_grokking_run_at_the_paper_setting_in_the_declared_order_and_kinds():
+    found = grokking_cores.claims(_hand_findings())
+    assert [c.id for c in found] == [s.id for s in grokking_cores.CLAIMS]
+    kinds = {s.id: s.kind for s in grokking_cores.CLAIMS}
+    assert all(c.kind == kinds[c.id] for c in found)
+    assert kinds["grok_epoch"] == "precondition" and kinds["null_direction_spectrum"] == "check"
+    assert kinds["modes_at_grok"] == "extension" and kinds["rank_at_grok_authors"] == "paper"
+    verdicts = {c.id: c.verdict for c in found}
+    assert {i: v for i, v in verdicts.items() if v != "pass"} == {"modes_at_grok": "reported",
+                                                                   "modes_at_grok_authors": "reported"}
+    assert len(found) == 25
+    claim = {c.id: c for c in found}
+    assert claim["necessary_rank_growth"].measured == {"seed 0": 2.5, "seed 1": 2.5}
+    assert claim["rank_at_grok"].measured == {"seed 0": 15, "seed 1": 15}
+    assert claim["crystallization"].measured == {"seed 0": 0, "seed 1": 0}
+    assert claim["null_direction_control"].measured == {"seed 0": 1, "seed 1": 2}
+
+
+def test_grok_epoch_fails_below_the_threshold_and_is_uninformative_when_the_initial_model_passes():
+    acc = np.full((len(HAND_CHECKPOINTS), 4), 1.0)
+    acc[0], acc[-1, 1] = 0.02, 0.9
+    claim = _decided(_hand_findings(test_acc=acc))["grok_epoch"]
+    assert claim.verdict == "fail" and "not seed 1 (0.9)" in claim.reason
+    acc = np.full((len(HAND_CHECKPOINTS), 4), 1.0)
+    claim = _decided(_hand_findings(test_acc=acc))["grok_epoch"]
+    assert claim.verdict == "uninformative" and "at initialisation" in claim.reason
+
+
+def test_crystallization_fails_when_the_rank_settles_at_memorisation_and_is_uninformative_near_it():
+    settles_early = _edit("energy", slice(1, 4), 0, 15)                        # 15 from checkpoint 1 on: 3 from grokking
+    claim = _decided(_hand_findings(settles_early))["crystallization"]
+    assert claim.verdict == "fail" and "not seed 0 (3)" in claim.reason
+    claim = _decided(_hand_findings(seed_memorised=(3, 3)))["crystallization"]   # memorised one checkpoint before
+    assert claim.verdict == "uninformative" and "memorisation checkpoint" in claim.reason
+
+
+def test_a_seed_that_never_grokked_leaves_its_claims_undecided():
+    found = _decided(_hand_findings(seed_grok=(None, I_GROK)))
+    for cid in ("crystallization", "rank_at_grok", "crystallization_authors"):
+        assert found[cid].verdict == "undecided", cid
+        assert "no grokking checkpoint within 20001 epochs" in found[cid].reason and "seed 0" in found[cid].reason
+
+
+def test_a_setting_other_than_the_papers_leaves_only_the_papers_numbers_undecided():
+    found = _decided(_hand_findings(params={"d_model": 64, "d_mlp": 256}))
+    for cid in ("rank_at_grok", "sufficient_rank_growth", "modes_final", "rank_at_grok_authors",
+                "sufficient_rank_growth_authors", "modes_final_authors"):
+        assert found[cid].verdict == "undecided", cid
+        assert "d_model 64, not 128; d_mlp 256, not 512" in found[cid].reason
+        assert "paper profile" in found[cid].reason and "for seed 0, seed 1" in found[cid].reason
+    assert "energy rank ≈ 15 at grokking" in found["rank_at_grok"].reason
+    others = {c: v.verdict for c, v in found.items() if c not in grokking_cores.AT_PAPER_SETTING
+              and c.removesuffix("_authors") not in grokking_cores.AT_PAPER_SETTING}
+    assert set(others.values()) == {"pass", "reported"}
+
+
+def test_rank_at_grok_fails_outside_the_band_and_is_uninformative_when_the_untrained_model_is_in_it():
+    claim = _decided(_hand_findings(_edit("energy", slice(I_GROK, None), 0, 25)))["rank_at_grok"]
+    assert claim.verdict == "fail" and "not seed 0 (25)" in claim.reason
+    claim = _decided(_hand_findings(_edit("energy", 0, slice(None), 15)))["rank_at_grok"]
+    assert claim.verdict == "uninformative" and "the untrained model (epoch 0)" in claim.reason
+
+
+def test_unit_circle_fraction_at_grok_fails_and_is_uninformative_against_the_memorising_fit():
+    claim = _decided(_hand_findings(_edit("circle", I_GROK, 0, 0.5)))["unit_circle_fraction_at_grok"]
+    assert claim.verdict == "fail" and "not seed 0 (0.5)" in claim.reason
+    claim = _decided(_hand_findings(_control("memorising", 1, 1, 0.9)))["unit_circle_fraction_at_grok"]
+    assert claim.verdict == "uninformative" and "the memorising checkpoint at the same fit rank" in claim.reason
+
+
+def test_unit_circle_fraction_before_fails_and_its_null_can_pass():
+    claim = _decided(_hand_findings(_edit("circle", I_MEM, 0, 1.0)))["unit_circle_fraction_before"]
+    assert claim.verdict == "fail" and "not seed 0 (False)" in claim.reason
+    def untrained_below_memorising(tables, control):
+        control["corekit"]["untrained"][0][1], control["corekit"]["memorising"][0][1] = 0.0, 0.5
+    claim = _decided(_hand_findings(untrained_below_memorising))["unit_circle_fraction_before"]
+    assert claim.verdict == "uninformative" and "the untrained model below the memorising one" in claim.reason
+
+
+def test_operator_r2_before_fails_is_undecided_in_its_regimes_and_uninformative_against_the_grokked_fit():
+    high = _edit("r2", I_MEM, 0, 0.8)
+    claim = _decided(_hand_findings(high))["operator_r2_before"]
+    assert claim.verdict == "fail" and "not seed 0 (0.8)" in claim.reason
+
+    def untrained_high(tables, control):
+        high(tables, control)
+        control["corekit"]["untrained_at_before_rank"][0][0] = 0.7
+    claim = _decided(_hand_findings(untrained_high))["operator_r2_before"]
+    assert claim.verdict == "undecided"
+    assert "an untrained model that already gives R² > 0.5 at the same fit rank ([0.7, 0.3])" in claim.reason
+    assert "for seed 0" in claim.reason and "paper profile" not in claim.reason
+    published = re.search(r"an untrained model that already gives R² > ([\d.]+) at the same fit rank \(\[([^\]]*)\]\)",
+                          claim.reason)
+    assert published and published.group(2) == "0.7, 0.3"              # what tests/test_published_decisions.py reads
+
+    def near_p(tables, control):
+        high(tables, control)
+        tables["corekit"]["fit_rank"][I_MEM, 0] = 51
+    claim = _decided(_hand_findings(near_p))["operator_r2_before"]
+    assert claim.verdict == "undecided" and "a fit rank within 2 of p − 1 = 52" in claim.reason
+    assert re.search(r"Fit rank \[51, 30\] before, \[15, 15\] at grokking, \[25, 25\] at the end", claim.reason)
+    claim = _decided(_hand_findings(_control("grokked_at_before_rank", 1, 0, 0.4)))["operator_r2_before"]
+    assert claim.verdict == "uninformative" and "the grokked checkpoint" in claim.reason
+
+
+def test_operator_r2_after_fails_on_its_lowest_checkpoint_and_is_uninformative_against_the_memorising_fit():
+    claim = _decided(_hand_findings(_edit("r2", 6, 0, 0.8)))["operator_r2_after"]
+    assert claim.verdict == "fail" and "not seed 0 (0.8)" in claim.reason and "Lowest at epoch [600, 400]" in claim.reason
+    claim = _decided(_hand_findings(_control("memorising", 0, 0, 0.95)))["operator_r2_after"]
+    assert claim.verdict == "uninformative" and "the memorising checkpoint at the grokking fit rank" in claim.reason
+
+
+def test_necessary_rank_growth_fails_is_undecided_without_room_or_at_the_cap_and_uninformative_against_wd0():
+    claim = _decided(_hand_findings(_edit("necessary", FINAL, 0, 12)))["necessary_rank_growth"]
+    assert claim.verdict == "fail" and "not seed 0 (1.2)" in claim.reason
+    no_room = _edit("necessary", slice(I_GROK, None), 0, 30)                  # 2 × 30 > min(p − 3, d_model) = 50
+    claim = _decided(_hand_findings(no_room))["necessary_rank_growth"]
+    assert claim.verdict == "undecided" and "no room to double below min(p − 3, d_model) = 50 (a run whose" in claim.reason
+    assert "for seed 0" in claim.reason and "paper profile" not in claim.reason
+
+    def capped(tables, control):
+        tables["corekit"]["necessary"][I_GROK:, 0] = [20, 30, 50, 40, 35, 35]
+    claim = _decided(_hand_findings(capped))["necessary_rank_growth"]
+    assert claim.verdict == "undecided" and "reaches min(p − 3, d_model) = 50 after grokking" in claim.reason
+    claim = _decided(_hand_findings(_edit("necessary", FINAL, 2, 30)))["necessary_rank_growth"]
+    assert claim.verdict == "uninformative" and "the ω → 0 branch" in claim.reason
+
+
+def test_sufficient_rank_growth_fails_and_is_uninformative_when_the_necessary_rank_is_flat_too():
+    claim = _decided(_hand_findings(_edit("sufficient", FINAL, 1, 20)))["sufficient_rank_growth"]
+    assert claim.verdict == "fail" and "not seed 1 (2)" in claim.reason
+    claim = _decided(_hand_findings(_edit("necessary", FINAL, 0, 10)))["sufficient_rank_growth"]
+    assert claim.verdict == "uninformative" and "the necessary rank's growth" in claim.reason
+
+
+def test_modes_final_fails_and_is_uninformative_when_the_untrained_model_spreads_its_power():
+    claim = _decided(_hand_findings(_edit("fourier_modes", FINAL, 0, 10)))["modes_final"]
+    assert claim.verdict == "fail" and "not seed 0 (10)" in claim.reason
+    claim = _decided(_hand_findings(_control("untrained_at_final_rank", 0, 3, 25)))["modes_final"]
+    assert claim.verdict == "uninformative" and "the untrained model at the final fit rank" in claim.reason
+
+
+def test_wd0_growth_fails_is_undecided_for_a_fork_before_grokking_and_uninformative_against_a_flat_omega_branch():
+    grows = _edit("necessary", FINAL, 2, 20)
+    claim = _decided(_hand_findings(grows))["wd0_necessary_rank_growth"]
+    assert claim.verdict == "fail" and "not seed 0 (2)" in claim.reason
+    claim = _decided(_hand_findings(grows, params={"fork_epoch": 300}))["wd0_necessary_rank_growth"]
+    assert claim.verdict == "undecided" and "a fork at epoch 300 before the seed's grokking" in claim.reason
+    claim = _decided(_hand_findings(_edit("necessary", FINAL, 0, 11)))["wd0_necessary_rank_growth"]
+    assert claim.verdict == "uninformative" and "the same seed with weight decay throughout" in claim.reason
+
+
+def test_the_null_direction_checks_fail_on_a_moving_rank_and_a_null_spectrum():
+    moving = {"jitter 0": [10, 10], "jitter 1e-8": [10, 10], "jitter 1e-6": [13, 10], "centred": [10, 10]}
+    found = _decided(_hand_findings(null_ranks=moving, spectrum=(1e-9, 0.02)))
+    assert found["null_direction_control"].verdict == "fail" and "not seed 0 (3)" in found["null_direction_control"].reason
+    assert found["null_direction_spectrum"].verdict == "fail" and "not seed 0 (1e-09)" in found["null_direction_spectrum"].reason
+    assert found["null_direction_control"].no_null == "numerical check"
+
+
+def test_setting_differences_name_each_value_and_the_paper_setting_is_the_paper_profile():
+    assert grokking_cores.setting_differences(dict(grokking_cores.PAPER_SETTING)) == []
+    params = {**grokking_cores.PAPER_SETTING, "d_model": 64, "norm": "pre", "betas": [0.9, 0.98], "causal": False,
+              "lr": 1e-3}
+    assert grokking_cores.setting_differences(params) == ["d_model 64, not 128", "norm 'pre', not 'post'",
+                                                          "causal false, not true", "betas [0.9, 0.98], not [0.9, 0.999]"]
+    profile = yaml.safe_load((REPO / "notebooks" / "params" / "paper" / "02_grokking_cores.yaml").read_text())
+    assert {k: profile[k] for k in grokking_cores.PAPER_SETTING} == grokking_cores.PAPER_SETTING
+    assert set(grokking_cores.AT_PAPER_SETTING) <= {s.id for s in grokking_cores.CLAIMS}
+
+
+def test_check_inputs_refuses_a_fork_outside_the_run_and_repeated_seeds():
+    profile = yaml.safe_load((REPO / "notebooks" / "params" / "cpu" / "02_grokking_cores.yaml").read_text())
+    params = {**profile, "checkpoint_every": 100, "dense_until": 2000, "checkpoint_every_after": 500, "device": "cpu"}
+    assert grokking_cores.check_inputs(params) is None
+    with pytest.raises(ValueError, match="parameter 'fork_epoch': expected an epoch inside the run"):
+        grokking_cores.check_inputs({**params, "fork_epoch": 20001})
+    with pytest.raises(ValueError, match="parameter 'seeds': expected distinct seeds"):
+        grokking_cores.check_inputs({**params, "seeds": [0, 0]})

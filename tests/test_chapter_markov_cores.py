@@ -1,6 +1,8 @@
 """Chapter 01's analyses (corekit.chapters.markov_cores) against numpy references on tiny hand-built ACE results:
-index look-ups and first-rank loops, numpy least squares and eigenvalues, Mahalanobis distances, cosines, CCA."""
+index look-ups and first-rank loops, numpy least squares and eigenvalues, Mahalanobis distances, cosines, CCA; and
+the chapter's claims decided on hand-made findings: every fail, every null that can pass, every undecided rule."""
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from corekit import subspaces
 from corekit.ace import Core, NextTokenACE
 from corekit.chapters import markov_cores
 from corekit.tasks import markov
+from corekit.verdicts import KINDS
 
 M, D, K = 3, 6, 4
 
@@ -210,3 +213,236 @@ def test_compare_seeds_orthogonal_cores_are_below_chance():
     out = markov_cores.compare_seeds(res, [2, 2, 2])
     assert out["overlap"][0, 1] == pytest.approx(0.0, abs=1e-12)
     assert out["percentile"][0, 1] == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# The claims, decided on hand-made findings (no training)
+
+SEEDS = [0, 100, 200]
+PAPER_T = np.array([[0.75, 0.25, 0, 0], [0, 0.75, 0.25, 0], [0, 0, 0.75, 0.25], [0.25, 0, 0, 0.75]])
+DEFICIENT_T = np.array([[0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.8, 0.1], [0.1, 0.05, 0.05, 0.8], [0.5, 0.4, 0.05, 0.05]])
+
+
+def _pairs(values):
+    """A symmetric (3, 3) matrix with ones on the diagonal and ``values`` at (0, 1), (0, 2), (1, 2)."""
+    m = np.eye(3)
+    for (a, b), v in zip([(0, 1), (0, 2), (1, 2)], values):
+        m[a, b] = m[b, a] = v
+    return m
+
+
+def _ensemble(acc, rank, ratio, removed, err, r2_ratio, cca, percentile):
+    """The per-ensemble findings of one ensemble: ACE result, validation, operator fit and seed comparison."""
+    return (SimpleNamespace(base_acc=torch.tensor(acc, dtype=torch.float64), rank=torch.tensor(rank)),
+            dict(ratio=np.array(ratio, dtype=float), removed=np.array(removed, dtype=float)),
+            dict(err=list(err), r2_ratio=np.array(r2_ratio, dtype=float)),
+            dict(cca_min=_pairs(cca), cca_all=list(cca) * 2, overlap=_pairs([0.05, 0.06, 0.07]),
+                 percentile=_pairs(percentile), random_mean=0.09375))
+
+
+def _findings() -> markov_cores.Findings:
+    """Findings where every tested claim passes: trained models at the Bayes accuracy with the expected cores, and
+    controls (hand-made, not what an untrained model gives) that fail every bound."""
+    bayes_p, bayes_d = markov.bayes_accuracy(PAPER_T), markov.bayes_accuracy(DEFICIENT_T)
+    control = dict(acc=[0.6, 0.6, 0.6], rank=[1, 1, 1], ratio=[0.5, 0.6, 0.7], removed=[0.6, 0.6, 0.6],
+                   err=[0.3, 0.4, 0.5], r2_ratio=[0.4, 0.5, 0.6], cca=[0.2, 0.3, 0.4], percentile=[1.0, 1.0, 1.0])
+    ensembles = {
+        "paper": _ensemble([bayes_p] * 3, [3, 3, 3], [1.0, 0.999, 1.0], [0.25, 0.26, 0.27], [0.01, 0.02, 0.005],
+                           [1.0, 0.99, 1.01], [0.97, 0.98, 0.99], [0.3, 0.5, 0.9]),
+        "paper, untrained": _ensemble(**control),
+        "paper, shuffled": _ensemble(**control),
+        "deficient": _ensemble([bayes_d] * 3, [2, 2, 2], [1.0, 1.0, 0.995], [0.33, 0.34, 0.35], [0.01, 0.002, 0.02],
+                               [0.99, 0.985, 1.0], [0.98, 0.98, 0.99], [0.3, 0.4, 0.5]),
+        "deficient, untrained": _ensemble(**control),
+    }
+    merged = markov_cores.SharedRows(row_of=np.array([0, 0, 1, 2]), shared=[(0, 1)], distances=[],
+                                     shared_distance=[0.01, 0.02, 0.03], apart_distance=[2.5, 2.6, 2.7],
+                                     shares=torch.zeros(3, 4, 4))
+    cosines = dict(trained=_pairs([0.01, -0.02, 0.015]), init=_pairs([0.2, 0.1, -0.3]), self=np.ones(3),
+                   own_init=np.array([0.5, 0.6, 0.4]))
+    return markov_cores.Findings(seeds=SEEDS, chains={"paper": PAPER_T, "deficient": DEFICIENT_T},
+                                 results={n: e[0] for n, e in ensembles.items()},
+                                 validation={n: e[1] for n, e in ensembles.items()},
+                                 identified={n: e[2] for n, e in ensembles.items()},
+                                 compared={n: e[3] for n, e in ensembles.items()}, cosines=cosines, merged=merged)
+
+
+def _decided(findings) -> dict:
+    """{id: claim} of the claims decided on ``findings``."""
+    return {c.id: c for c in markov_cores.claims(findings)}
+
+
+def test_claims_all_pass_with_the_declared_ids_in_order_and_kinds():
+    out = markov_cores.claims(_findings())
+    assert [c.id for c in out] == [s.id for s in markov_cores.CLAIMS]
+    kinds = {s.id: s.kind for s in markov_cores.CLAIMS}
+    assert all(c.kind == kinds[c.id] and c.kind in KINDS for c in out)
+    verdicts = {c.id: c.verdict for c in out}
+    reported = {"weight_cosine_init", "projector_overlap_random", "shared_row_distance_deficient"}
+    assert {i for i, v in verdicts.items() if v == "reported"} == reported
+    assert {i: v for i, v in verdicts.items() if i not in reported} == {i: "pass" for i in verdicts if i not in reported}
+    assert {s.id for s in markov_cores.CLAIMS if s.kind == "precondition"} == {"model_accuracy", "model_accuracy_deficient"}
+
+
+def test_claims_keep_the_chains_reference_values_in_bound_and_paper():
+    out = _decided(_findings())
+    assert out["model_accuracy"].target.endswith("= 0.75 ± 0.01, for every one of the seeds the profile trains "
+                                                 "(only 3 models)")
+    assert out["model_accuracy"].paper == 0.75
+    assert "= 2, for every one" in out["core_rank_deficient"].target and out["core_rank_deficient"].paper == 2
+    guess = markov.stationary_guess_accuracy(DEFICIENT_T)
+    assert f"stationary guess {guess:.4f} + 0.05 ≤ {guess + 0.05:.4g}" in out["remove_only_accuracy_deficient"].target
+    assert out["weight_cosine_init"].measured == pytest.approx(0.3)
+    assert out["shared_row_distance_deficient"].measured == [0.01, 0.02, 0.03]
+    assert out["shared_row_distance_deficient"].target == (
+        "reported: whitened distance between the mean core coordinates of the states that share a row (0 for the "
+        "Bayes code; the largest between states with different rows: 2.50–2.70)")
+
+
+def _set(findings, table, ensemble, key, values):
+    """Replace ``table``[ensemble][key] of ``findings`` by ``values`` (a per-seed array or a pair matrix)."""
+    getattr(findings, table)[ensemble][key] = values
+
+
+#: (claim, how to break it, verdict, a substring of its reason): a fail of each tested claim.
+FAILS = [
+    ("model_accuracy", lambda f: f.results["paper"].base_acc.__setitem__(1, 0.7), "Fails: 2 of 3 models"),
+    ("model_accuracy_deficient", lambda f: f.results["deficient"].base_acc.__setitem__(0, 0.72), "not seed 0"),
+    ("core_rank", lambda f: f.results["paper"].rank.__setitem__(2, 2), "not seed 200 (2)"),
+    ("core_rank_deficient", lambda f: f.results["deficient"].rank.__setitem__(2, 3), "not seed 200 (3)"),
+    ("keep_only_ratio", lambda f: _set(f, "validation", "paper", "ratio", np.array([1.0, 0.9, 1.0])), "not seed 100"),
+    ("keep_only_ratio_deficient", lambda f: _set(f, "validation", "deficient", "ratio", np.array([0.5, 1, 1])),
+     "not seed 0"),
+    ("remove_only_accuracy", lambda f: _set(f, "validation", "paper", "removed", np.array([0.25, 0.31, 0.25])),
+     "not seed 100 (0.31)"),
+    ("remove_only_accuracy_deficient", lambda f: _set(f, "validation", "deficient", "removed", np.array([0.4] * 3)),
+     "0 of 3 models"),
+    ("weight_cosine_max", lambda f: f.cosines.__setitem__("trained", _pairs([0.01, 0.07, 0.0])), "measured 0.07"),
+    ("projector_overlap", lambda f: _set(f, "compared", "paper", "percentile", _pairs([0.3, 0.9995, 0.5])),
+     "not 0–200 (0.9995)"),
+    ("cca_min", lambda f: _set(f, "compared", "paper", "cca_min", _pairs([0.95, 0.5, 0.97])), "not 0–200 (0.5)"),
+    ("cca_min_deficient", lambda f: _set(f, "compared", "deficient", "cca_min", _pairs([0.8, 0.95, 0.97])),
+     "not 0–100 (0.8)"),
+    ("cca_mean", lambda f: _set(f, "compared", "paper", "cca_all", [0.9, 0.95]), "measured 0.925"),
+    ("eig_max_error", lambda f: _set(f, "identified", "paper", "err", [0.01, 0.05, 0.01]), "not seed 100 (0.05)"),
+    ("eig_max_error_deficient", lambda f: _set(f, "identified", "deficient", "err", [0.01, 0.01, 0.11]),
+     "whitened distance seed 0: 0.01, seed 100: 0.02, seed 200: 0.03"),
+    ("r2_core_over_oracle", lambda f: _set(f, "identified", "paper", "r2_ratio", np.array([0.97, 1.0, 1.0])),
+     "not seed 0 (0.97)"),
+    ("r2_core_over_oracle_deficient", lambda f: _set(f, "identified", "deficient", "r2_ratio", np.array([0.95] * 3)),
+     "the bound is the paper's on its cyclic chain"),
+]
+
+
+@pytest.mark.parametrize("claim_id, breaks, reason", FAILS, ids=[c[0] for c in FAILS])
+def test_claims_fail_when_the_trained_models_miss_the_bound(claim_id, breaks, reason):
+    findings = _findings()
+    breaks(findings)
+    out = _decided(findings)
+    assert out[claim_id].verdict == "fail"
+    assert out[claim_id].reason.startswith("Fails: ") and reason in out[claim_id].reason
+    assert sum(c.verdict == "fail" for c in out.values()) == 1       # the others are untouched
+
+
+def test_every_tested_claim_has_a_fail_case():
+    tested = {s.id for s in markov_cores.CLAIMS if s.bound is not None}
+    assert {c[0] for c in FAILS} == tested
+
+
+#: (claim, the control or null that meets the bound, a substring of its reason): each null that can pass.
+UNINFORMATIVE = [
+    ("model_accuracy", lambda f: f.results["paper, shuffled"].base_acc.__setitem__(0, 0.755),
+     "the same seeds trained on shuffled targets gives"),
+    ("model_accuracy_deficient", lambda f: f.results["deficient, untrained"].base_acc.__setitem__(2, 0.7067),
+     "the same seeds untrained gives"),
+    ("core_rank", lambda f: f.results["paper, untrained"].rank.__setitem__(0, 3),
+     "Centred logits cap the rank at K − 1 = 3, which any model reaches"),
+    ("core_rank_deficient", lambda f: f.results["deficient, untrained"].rank.__setitem__(0, 2), "(1 of 3 cases pass)"),
+    ("keep_only_ratio", lambda f: _set(f, "validation", "paper, shuffled", "ratio", np.array([1.4, 0.6, 0.6])),
+     "keeps what its logits see"),
+    ("keep_only_ratio_deficient", lambda f: _set(f, "validation", "deficient, untrained", "ratio", np.ones(3)),
+     "(3 of 3 cases pass)"),
+    ("remove_only_accuracy", lambda f: _set(f, "validation", "paper, untrained", "removed", np.array([0.22, 0.6, 0.6])),
+     "meets with its core or without it"),
+    ("remove_only_accuracy_deficient",
+     lambda f: _set(f, "validation", "deficient, untrained", "removed", np.array([0.26, 0.16, 0.22])),
+     "the same seeds untrained gives seed 0: 0.26"),
+    ("weight_cosine_max", lambda f: f.cosines.__setitem__("init", _pairs([0.0186, 0.01, 0.0])),
+     "near-orthogonal before training"),
+    ("weight_cosine_max", lambda f: f.cosines.__setitem__("own_init", np.array([0.5, 0.03, 0.4])),
+     "each trained model against its own initialisation gives"),
+    ("projector_overlap", lambda f: _set(f, "compared", "paper, untrained", "percentile", _pairs([0.8, 1.0, 1.0])),
+     "Cores that no training shaped are as near-orthogonal"),
+    ("projector_overlap", lambda f: _set(f, "compared", "paper, shuffled", "percentile", _pairs([1.0, 1.0, 0.4])),
+     "the same seeds trained on shuffled targets (cores at rank(T − 1πᵀ)) gives"),
+    ("cca_min", lambda f: _set(f, "compared", "paper, shuffled", "cca_min", _pairs([0.95, 0.96, 0.97])),
+     "(3 of 3 cases pass)"),
+    ("cca_min_deficient", lambda f: _set(f, "compared", "deficient, untrained", "cca_min", _pairs([0.2, 0.3, 0.91])),
+     "(1 of 3 cases pass)"),
+    ("cca_mean", lambda f: _set(f, "compared", "paper, untrained", "cca_all", [0.98]), "the same seeds untrained gives 0.98"),
+    ("eig_max_error", lambda f: _set(f, "identified", "paper, untrained", "err", [0.02, 0.4, 0.5]), "(1 of 3 cases pass)"),
+    ("eig_max_error_deficient", lambda f: _set(f, "identified", "deficient, untrained", "err", [0.3, 0.0, 0.5]),
+     "the same seeds untrained gives"),
+    ("r2_core_over_oracle", lambda f: _set(f, "identified", "paper, shuffled", "r2_ratio", np.array([0.4, 0.99, 0.6])),
+     "the same seeds trained on shuffled targets gives"),
+    ("r2_core_over_oracle_deficient",
+     lambda f: _set(f, "identified", "deficient, untrained", "r2_ratio", np.array([0.4, 0.5, 0.99])),
+     "(1 of 3 cases pass)"),
+]
+
+
+@pytest.mark.parametrize("claim_id, null_passes, reason", UNINFORMATIVE,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(UNINFORMATIVE)])
+def test_claims_are_uninformative_when_a_null_meets_the_bound(claim_id, null_passes, reason):
+    findings = _findings()
+    null_passes(findings)
+    out = _decided(findings)
+    assert out[claim_id].verdict == "uninformative"
+    assert out[claim_id].reason.startswith("Uninformative: ") and reason in out[claim_id].reason
+    assert sum(c.verdict == "uninformative" for c in out.values()) == 1
+
+
+def test_every_tested_claim_has_an_uninformative_case():
+    assert {c[0] for c in UNINFORMATIVE} == {s.id for s in markov_cores.CLAIMS if s.bound is not None}
+
+
+def test_the_why_of_an_uninformative_row_is_absent_when_no_null_passes():
+    out = _decided(_findings())
+    assert out["remove_only_accuracy"].reason is None and out["weight_cosine_max"].reason is None
+
+
+@pytest.mark.parametrize("chain", ["paper", "deficient"])
+def test_claims_about_models_that_learned_are_undecided_when_a_seed_did_not(chain):
+    findings = _findings()
+    findings.results[chain].base_acc[1] = 0.3          # below halfway from the stationary guess to Bayes
+    out = _decided(findings)
+    sfx = "" if chain == "paper" else "_deficient"
+    undecided = {i for i, c in out.items() if c.verdict == "undecided"}
+    expected = {f"remove_only_accuracy{sfx}"} | ({"weight_cosine_max", "projector_overlap"} if chain == "paper" else set())
+    assert undecided == expected
+    for claim_id in expected:
+        assert "Undecided: seed 100 (0.300) did not learn the chain" in out[claim_id].reason
+    assert out[f"model_accuracy{sfx}"].verdict == "fail"
+
+
+def test_the_old_nulls_that_could_not_pass_are_gone():
+    out = _decided(_findings())
+    whats = {c.id: [n["what"] for n in c.nulls] for c in out.values()}
+    assert whats["weight_cosine_max"] == ["the same seeds' independent random initialisations (no training)",
+                                          "each trained model against its own initialisation"]
+    assert whats["projector_overlap"] == [f"{markov_cores.CONTROLS[c]} (cores at rank(T − 1πᵀ))"
+                                          for c in ("untrained", "shuffled")]
+    assert whats["remove_only_accuracy"] == list(markov_cores.CONTROLS.values())
+    assert whats["remove_only_accuracy_deficient"] == ["the same seeds untrained"]
+
+
+def test_unlearned_reason_names_the_seeds_below_halfway():
+    assert markov_cores.unlearned_reason(SEEDS, [0.75, 0.75, 0.75], PAPER_T) is None
+    reason = markov_cores.unlearned_reason(SEEDS, [0.75, 0.49, 0.2], PAPER_T)
+    assert reason.startswith("seed 100 (0.490), seed 200 (0.200) did not learn the chain (held-out accuracy below 0.500")
+
+
+def test_check_inputs_is_the_chapters():
+    from corekit.runs import checks
+
+    assert checks.chapter_check("01_markov_cores") is markov_cores.check_inputs

@@ -24,10 +24,10 @@ from corekit.verdicts import (
 
 def test_metrics_file_schema_and_values(tmp_path):
     claims = Claims("nb", parameters={"seeds": [0, 1], "T": np.eye(2), "output_dir": str(tmp_path)})
-    claims.check("good", np.float32(0.995), at_least(0.99), statistic="accuracy", paper=0.99,
+    claims.check("good", np.float32(0.995), at_least(0.99), kind="paper", statistic="accuracy", paper=0.99,
                  null=Null("untrained model", 0.25))
-    claims.check("bad", torch.tensor(2), equal_to(3), statistic="rank", paper=3, no_null="numerical check")
-    claims.report("info", 0.5 + 0.25j, statistic="a complex number")
+    claims.check("bad", torch.tensor(2), equal_to(3), kind="check", statistic="rank", paper=3, no_null="numerical check")
+    claims.report("info", 0.5 + 0.25j, kind="paper", statistic="a complex number")
     path = claims.write()
     assert path == tmp_path / "nb.metrics.json"
     data = json.loads(path.read_text())
@@ -41,7 +41,7 @@ def test_metrics_file_schema_and_values(tmp_path):
     assert data["claims"][1]["no_null"] == "numerical check"
     assert data["claims"][1]["reason"] == "Fails: measured 2 does not satisfy = 3."
     assert data["claims"][2]["measured"] == [0.5, 0.25]
-    assert set(data["claims"][2]) == {"id", "paper", "measured", "target", "verdict", "pass"}
+    assert set(data["claims"][2]) == {"id", "kind", "paper", "measured", "target", "verdict", "pass"}
 
 
 @pytest.mark.parametrize("value, bound, nulls, undecided, expected", [
@@ -79,7 +79,7 @@ def test_a_claim_over_models_holds_for_every_model_and_reports_k_of_n_with_a_wil
     from scipy.stats import binomtest
 
     claims = Claims("nb", parameters={})
-    rec = claims.check("per_seed", {"0": 0.99, "1": 0.95, "2": 0.7}, at_least(0.9), statistic="alignment",
+    rec = claims.check("per_seed", {"0": 0.99, "1": 0.95, "2": 0.7}, at_least(0.9), kind="paper", statistic="alignment",
                        covers="every seed the profile trains", null=Null("models at initialisation",
                                                                          {"0": 0.2, "1": 0.3, "2": 0.1}))
     assert rec.verdict == "fail"
@@ -88,34 +88,39 @@ def test_a_claim_over_models_holds_for_every_model_and_reports_k_of_n_with_a_wil
     np.testing.assert_allclose(rec.models["wilson95"], [ci.low, ci.high], atol=1e-4)
     assert "2 of 3 models satisfy ≥ 0.9; not 2 (0.7)" in rec.reason
     assert rec.target == "alignment ≥ 0.9, for every one of every seed the profile trains (only 3 models)"
-    ok = claims.check("all_seeds", {s: 0.95 for s in range(6)}, at_least(0.9), statistic="alignment",
+    ok = claims.check("all_seeds", {s: 0.95 for s in range(6)}, at_least(0.9), kind="paper", statistic="alignment",
                       covers="every seed", null=Null("random", 0.1))
     assert ok.verdict == "pass" and "only" not in ok.target and ok.models["k"] == 6
     with pytest.raises(ValueError, match="covers"):
-        claims.check("no_cover", {"0": 1.0}, at_least(0.9), statistic="x", null=Null("random", 0.1))
+        claims.check("no_cover", {"0": 1.0}, at_least(0.9), kind="paper", statistic="x", null=Null("random", 0.1))
 
 
 def test_every_tested_claim_needs_a_null_or_a_reason_from_the_fixed_list():
     claims = Claims("nb", parameters={})
     with pytest.raises(ValueError, match="has no null"):
-        claims.check("bare", 1.0, at_least(0.5), statistic="x")
-    with pytest.raises(ValueError, match="has no null"):
-        claims.check("free_text", 1.0, at_least(0.5), statistic="x", no_null="I did not have time")
-    with pytest.raises(ValueError, match="not both"):
-        claims.check("both", 1.0, at_least(0.5), statistic="x", null=Null("r", 0.0), no_null="provenance")
+        claims.check("bare", 1.0, at_least(0.5), kind="paper", statistic="x")
+    with pytest.raises(ValueError, match="no_null must be one of"):
+        claims.check("free_text", 1.0, at_least(0.5), kind="check", statistic="x", no_null="I did not have time")
+    with pytest.raises(ValueError, match="only a check may go without a null"):
+        claims.check("unchecked", 1.0, at_least(0.5), kind="paper", statistic="x", no_null="provenance")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        claims.check("kindless", 1.0, at_least(0.5), kind="headline", statistic="x", null=Null("r", 0.0))
+    with pytest.raises(ValueError, match="given one"):
+        claims.check("both", 1.0, at_least(0.5), kind="check", statistic="x", null=Null("r", 0.0), no_null="provenance")
     with pytest.raises(ValueError, match="statistic"):
-        claims.check("what", 1.0, at_least(0.5), statistic=" ", no_null="provenance")
-    assert claims.check("residual", 1e-6, at_most(1e-3), statistic="residual",
+        claims.check("what", 1.0, at_least(0.5), kind="check", statistic=" ", no_null="provenance")
+    assert claims.check("residual", 1e-6, at_most(1e-3), kind="check", statistic="residual",
                         no_null="numerical check").verdict == "pass"
     assert set(NO_NULL) == {"numerical check", "provenance"}
 
 
 def test_every_verdict_but_pass_has_a_reason_that_states_the_value_and_the_bound():
     claims = Claims("nb", parameters={})
-    claims.check("fails", 1.0, equal_to(2), statistic="rank", no_null="numerical check", why="the fit rank reached p − 1")
-    claims.check("passes", 2.0, equal_to(2), statistic="rank", null=Null("untrained", 5), why="not shown")
-    claims.check("weak", 2.0, equal_to(2), statistic="rank", null=Null("untrained", 2))
-    claims.check("open", 2.0, equal_to(2), statistic="rank", null=Null("untrained", 5),
+    claims.check("fails", 1.0, equal_to(2), kind="check", statistic="rank", no_null="numerical check",
+                 why="the fit rank reached p − 1")
+    claims.check("passes", 2.0, equal_to(2), kind="paper", statistic="rank", null=Null("untrained", 5), why="not shown")
+    claims.check("weak", 2.0, equal_to(2), kind="paper", statistic="rank", null=Null("untrained", 2))
+    claims.check("open", 2.0, equal_to(2), kind="paper", statistic="rank", null=Null("untrained", 5),
                  undecided="p = 31 leaves no room below p − 1; the paper profile decides it (≈ 8 h here)")
     records = {r["id"]: r for r in claims.as_dict()["claims"]}
     assert records["fails"]["reason"] == "Fails: measured 1 does not satisfy = 2. The fit rank reached p − 1."
@@ -127,19 +132,19 @@ def test_every_verdict_but_pass_has_a_reason_that_states_the_value_and_the_bound
     html = claims_html(claims.as_dict()["claims"])
     assert "Fails: measured 1" in html and "corekit-uninformative" in html and "undecided" in html
     with pytest.raises(ValueError, match="why for claim 'empty'"):
-        claims.check("empty", 0.0, equal_to(1), statistic="x", no_null="provenance", why=" ")
+        claims.check("empty", 0.0, equal_to(1), kind="check", statistic="x", no_null="provenance", why=" ")
 
 
 def test_table_shows_nulls_escapes_pipes_and_rejects_duplicate_ids():
     claims = Claims("nb", parameters={})
-    claims.check("x", 1.0, equal_to(2), statistic="a | b", paper=2, null=Null("random", 0.0))
+    claims.check("x", 1.0, equal_to(2), kind="paper", statistic="a | b", paper=2, null=Null("random", 0.0))
     md = claims.table()._repr_markdown_()
     assert md.splitlines()[0] == "| claim | paper | measured | null | target | verdict |"
     assert "| `x` | 2 | 1 | random: 0 | a \\| b = 2 (Fails: measured 1 does not satisfy = 2.) | FAIL |" in md
     html = claims_html(claims.as_dict()["claims"])
     assert "FAIL" in html and "corekit-claims" in html and "random: 0" in html
     with pytest.raises(ValueError, match="twice"):
-        claims.report("x", 2.0, statistic="again")
+        claims.report("x", 2.0, kind="paper", statistic="again")
 
 
 def test_old_metrics_files_read_with_their_pass_field():
@@ -189,9 +194,9 @@ def table_cells(html_text: str) -> list[list[str]]:
 
 def test_authors_values_get_their_own_column_in_markdown_and_a_labelled_line_in_html(tmp_path):
     claims = Claims("nb", parameters={})
-    claims.report("plain", 1.0, statistic="a figure")
+    claims.report("plain", 1.0, kind="paper", statistic="a figure")
     assert "authors" not in claims.table()._repr_markdown_()
-    claims.check("shared", 0.97, at_least(0.9), statistic="alignment", paper=0.99, authors=0.981,
+    claims.check("shared", 0.97, at_least(0.9), kind="paper", statistic="alignment", paper=0.99, authors=0.981,
                  null=Null("random", 0.1))
     md = claims.table()._repr_markdown_()
     assert md.splitlines()[0] == "| claim | paper | measured | authors' code | null | target | verdict |"
@@ -227,8 +232,8 @@ def test_results_page_takes_the_authors_column_from_the_oracle_record(tmp_path):
     folder.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Demo")]), folder / "02_demo.ipynb")
     claims = Claims("02_demo", parameters={"p": 31})
-    claims.check("r2_authors", 0.95, at_least(0.9), statistic="R²", null=Null("untrained", 0.2))
-    claims.report("own", 1.0, statistic="a figure")
+    claims.check("r2_authors", 0.95, at_least(0.9), kind="paper", statistic="R²", null=Null("untrained", 0.2))
+    claims.report("own", 1.0, kind="paper", statistic="a figure")
     (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
     run = Run("02_demo", folder / "02_demo.ipynb", folder / "metrics.json", folder / "figures", True)
     oracle_dir = tmp_path / "results" / "oracle"
@@ -258,7 +263,7 @@ def test_an_authors_record_on_other_checkpoints_is_marked_stale(tmp_path):
     claims = Claims("02_demo", parameters={"p": 31})
     sha = claims.record_export("checkpoints", checkpoints)
     assert sha == hashlib.sha256(b"weights of this run").hexdigest()
-    claims.check("r2_authors", 0.95, at_least(0.9), statistic="R²", null=Null("untrained", 0.2))
+    claims.check("r2_authors", 0.95, at_least(0.9), kind="paper", statistic="R²", null=Null("untrained", 0.2))
     metrics = {**claims.as_dict(), "profile": "cpu"}
     assert metrics["exports"] == {"checkpoints": {"file": "ckpt.pt", "sha256": sha}}
     (folder / "metrics.json").write_text(json.dumps(metrics))
@@ -302,22 +307,22 @@ def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tm
         claims = Claims(name, parameters={})
         for i, v in enumerate(verdicts):
             if v is None:
-                claims.report(f"c{i}", i, statistic=long_statistic)
+                claims.report(f"c{i}", i, kind="paper", statistic=long_statistic)
                 continue
             value, null, undecided = cases[v]
-            claims.check(f"c{i}", value, at_least(0.5), statistic=long_statistic, null=null, undecided=undecided,
+            claims.check(f"c{i}", value, at_least(0.5), kind="paper", statistic=long_statistic, null=null, undecided=undecided,
                          why="the fit rank reached p − 1")
         (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
         runs[name] = Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", True)
     page = results_page(runs, {}, {})
-    assert ("3 of 7 tested claims reproduce on the published runs (2 fail, 1 uninformative, 1 undecided; "
-            "1 more figures") in page
+    assert ("3 of 7 tested claims of the papers reproduce on the published runs (2 fail, 1 uninformative, "
+            "1 undecided; 1 more figures") in page
     assert "hypotheses of this book" not in page
     own = Run("08_two_lenses", runs["02_some"].ipynb, runs["02_some"].metrics_path, runs["02_some"].figures, True)
     mixed = front_tally({"01_all": runs["01_all"], "03_none": runs["03_none"], "08_two_lenses": own}, {"08_two_lenses"})
-    assert mixed.startswith("2 of 4 tested claims reproduce on the published runs (1 fail, 0 uninformative, "
-                            "1 undecided; 0 more figures")
-    assert mixed.endswith("Apart from them, chapter 08 tests hypotheses of this book, not of a paper: 1 of 3 hold.")
+    assert mixed.startswith("2 of 4 tested claims of the papers reproduce on the published runs (1 fail, "
+                            "0 uninformative, 1 undecided; 0 more figures")
+    assert mixed.endswith("Apart from them, the book's own hypotheses (chapters 08): 1 of 3 hold.")
     split = front_tally({"01_all": runs["01_all"], "03_none": runs["03_none"], "08_two_lenses": own}, {"08_two_lenses"},
                         {"01_all": "ACE", "03_none": "eNTK"})
     assert "By paper: ACE (chapters 01): 2 of 2; eNTK (chapters 03): 0 of 2." in split
@@ -334,13 +339,49 @@ def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tm
 def test_a_chapter_opens_with_its_verdict_counts_and_the_reasons_of_every_claim_that_does_not_pass():
     from corekit.runs.publish import verdict_box
     claims = Claims("nb", parameters={})
-    claims.check("ok", 1.0, at_least(0.5), statistic="x", null=Null("random", 0.0))
-    claims.check("weak", 1.0, at_least(0.5), statistic="y", null=Null("untrained", 0.9))
-    claims.check("bad", 0.1, at_least(0.5), statistic="z", null=Null("random", 0.0))
-    claims.report("fig", 3, statistic="a figure")
+    claims.check("ok", 1.0, at_least(0.5), kind="paper", statistic="x", null=Null("random", 0.0))
+    claims.check("weak", 1.0, at_least(0.5), kind="paper", statistic="y", null=Null("untrained", 0.9))
+    claims.check("bad", 0.1, at_least(0.5), kind="paper", statistic="z", null=Null("random", 0.0))
+    claims.report("fig", 3, kind="paper", statistic="a figure")
     box = verdict_box(claims.as_dict())
     assert box.startswith("::::{admonition} Verdict of this run") and box.endswith("::::")
     assert "Counts: 1 pass, 1 uninformative, 1 fail, 1 reported" in box
     assert "- `weak` (uninformative): Uninformative: measured 1 satisfies ≥ 0.5, but so does the null" in box
     assert "- `bad` (FAIL): Fails: measured 0.1 does not satisfy ≥ 0.5." in box
     assert "`ok`" not in box and "`fig`" not in box
+
+
+def test_the_front_page_counts_only_paper_claims_as_reproduced(tmp_path):
+    """A check or a precondition, however many pass, never enters the papers' count; extensions are counted apart."""
+    import nbformat
+
+    from corekit.runs.publish import Run, front_tally
+
+    runs = {}
+    for name, kinds in (("01_a", ["paper", "check", "precondition", "extension"]), ("02_b", ["paper", "check"])):
+        folder = tmp_path / name
+        folder.mkdir()
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {name}")]),
+                       folder / f"{name}.ipynb")
+        claims = Claims(name, parameters={})
+        for i, kind in enumerate(kinds):
+            if kind == "check":
+                claims.check(f"c{i}", 1.0, at_least(0.5), kind=kind, statistic="x", no_null="numerical check")
+            else:
+                value = 0.0 if (name, kind) == ("02_b", "paper") else 1.0
+                claims.check(f"c{i}", value, at_least(0.5), kind=kind, statistic="x", null=Null("r", 0.0))
+        (folder / "metrics.json").write_text(json.dumps({**claims.as_dict(), "profile": "cpu"}))
+        runs[name] = Run(name, folder / f"{name}.ipynb", folder / "metrics.json", folder / "figures", True)
+    sentence = front_tally(runs, set(), {"01_a": "ACE", "02_b": "eNTK"})
+    assert sentence.startswith("1 of 2 tested claims of the papers reproduce on the published runs (1 fail, ")
+    assert "By paper: ACE (chapters 01): 1 of 1; eNTK (chapters 02): 0 of 1." in sentence
+    assert "the book's own hypotheses (chapters 01): 1 of 1 hold." in sentence
+    assert "Checks of the computation and preconditions of the claims (not counted above): 3 of 3 hold." in sentence
+
+
+def test_a_record_without_a_kind_is_classified_by_its_no_null_and_its_chapter():
+    from corekit.runs.claims import kind_of
+
+    assert kind_of({"kind": "precondition"}) == "precondition"
+    assert kind_of({"no_null": "provenance"}) == "check"
+    assert kind_of({}, own=True) == "extension" and kind_of({}) == "paper"

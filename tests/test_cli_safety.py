@@ -53,7 +53,7 @@ for k in range(figures):
     plt.close(fig)
 print("sleeping", flush=True)
 time.sleep(sleep_s)
-claims.report("figures", figures, statistic="the number of figures")
+claims.report("figures", figures, kind="paper", statistic="the number of figures")
 claims.write()
 '''.format(name=NAME)
 

@@ -5,7 +5,6 @@ The mechanism is tested on a throwaway book of tiny notebooks; the committed run
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -260,7 +259,7 @@ def test_environment_block_records_versions_git_and_model_files(tmp_path, monkey
     monkeypatch.setattr(runinfo, "_models", {})
     runinfo.record_model("tiny", "a test file", weights)
     claims = Claims("nb", parameters={})
-    claims.report("x", 1.0, statistic="a figure")
+    claims.report("x", 1.0, kind="paper", statistic="a figure")
     env = json.loads(claims.write(tmp_path / "m.json").read_text())["environment"]
     assert ENVIRONMENT_KEYS <= set(env)
     assert env["commit"] == head and env["dirty"] is False
@@ -284,22 +283,6 @@ def test_api_reference_has_a_page_for_every_module():
 # The committed published runs (results/)
 
 
-def declared_claims(py: Path) -> list[str | re.Pattern]:
-    """Return the claim ids a notebook source adds: literal ids, and patterns for f-string ids."""
-    ids: list[str | re.Pattern] = []
-    for node in ast.walk(ast.parse(py.read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "report")
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "claims" and node.args):
-            continue
-        first = node.args[0]
-        if isinstance(first, ast.Constant) and isinstance(first.value, str):
-            ids.append(first.value)
-        elif isinstance(first, ast.JoinedStr):
-            ids.append(re.compile("".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+"
-                                          for v in first.values)))
-    return ids
-
-
 PUBLISHED = sorted(p.parent.name for p in (REPO / "results").glob("*/metrics.json"))
 
 
@@ -312,10 +295,11 @@ def test_published_run_is_complete(name):
     assert run.ipynb.is_file() and run.ipynb.stat().st_size <= publish.SIZE_WARNING_BYTES
     if publish.stale_reason(notebooks.Notebook(REPO, name), metrics) is not None:
         return                                  # a stale run is shown with a warning; its claims are the old ones
-    ids = [c["id"] for c in metrics["claims"]]
-    missing = [str(getattr(d, "pattern", d)) for d in declared_claims(REPO / "notebooks" / f"{name}.py")
-               if not (d in ids if isinstance(d, str) else any(d.fullmatch(i) for i in ids))]
-    assert not missing, f"{name}: the published run lacks claims its source declares: {missing}"
+    declared = {spec.id: spec.kind for spec in notebooks.chapter_module(name).CLAIMS}
+    undeclared = [c["id"] for c in metrics["claims"] if c["id"] not in declared]
+    assert not undeclared, f"{name}: the published run has claims its chapter module does not declare: {undeclared}"
+    wrong = [c["id"] for c in metrics["claims"] if c.get("kind") != declared[c["id"]]]
+    assert not wrong, f"{name}: claims without their declared kind: {wrong}"
 
 
 @pytest.mark.parametrize("name", PUBLISHED)
@@ -338,14 +322,6 @@ def test_published_claims_are_tests_with_nulls_and_reasons(name):
         else:
             reason = claim.get("reason") or ""
             assert len(reason.split()) >= 5 and "{" not in reason, f"{name} {claim['id']}: no reason in words"
-
-
-def test_declared_claims_reads_literal_and_formatted_ids(tmp_path):
-    py = tmp_path / "nb.py"
-    py.write_text('claims.check("a", 1, b, statistic="t")\nfor m in ms:\n    claims.report(f"b[{m}]", 2, statistic="t")\n'
-                  'other.check("c")\n')
-    a, b = declared_claims(py)
-    assert a == "a" and b.fullmatch("b[gpt2]") and not b.fullmatch("b")
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,18 +361,14 @@ def test_gpu_check_dry_run(tmp_path):
         assert metrics["claims"] and ENVIRONMENT_KEYS <= set(metrics["environment"])
 
 
-def test_declared_claim_ids_expand_f_strings_over_literal_loops(tmp_path):
-    """An id built in a loop over a literal tuple (chapter 08's per-lens claims) is declared once per iteration; an id
-    whose parts are not known from the source alone is not guessed."""
-    py = tmp_path / "nb.py"
-    py.write_text("from corekit import claims\n"
-                  "claims.check('plain', 1, None)\n"
-                  "for lens, name in (('ace', 'A'), ('entk', 'E')):\n"
-                  "    claims.check(f'{lens}_sufficient', 1, None)\n"
-                  "    claims.report(f'{lens}_{name}', 2)\n"
-                  "for tag in computed():\n"
-                  "    claims.check(f'x{tag}', 1, None)\n")
-    assert publish.declared_claim_ids(py) == ["plain", "ace_sufficient", "ace_A", "entk_sufficient", "entk_E"]
+def test_declared_claim_ids_are_the_chapter_modules_claims():
+    """The ids a notebook records are those its chapter module declares (``CLAIMS``); a notebook without a chapter
+    module declares none."""
+    from corekit.chapters import markov_cores
+
+    assert publish.declared_claim_ids("01_markov_cores") == [spec.id for spec in markov_cores.CLAIMS]
+    assert "model_accuracy" in publish.declared_claim_ids("01_markov_cores")
+    assert publish.declared_claim_ids("00_tiny") == []
 
 
 def test_each_chapter_declares_its_headline_figure_and_whether_it_tests_a_paper():

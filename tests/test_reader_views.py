@@ -29,7 +29,7 @@ def over_models() -> dict:
     """Return a claim over 8 models of which 2 fail ≥ 0.95, as its metrics-file record."""
     claims = Claims("nb", parameters={})
     values = {"2": 0.9901, "3": 0.9894, "4": 0.5958, "5": 0.9746, "7": 0.9582, "13": 0.9732, "14": 0.9266, "15": 0.988}
-    claims.check("unembed_sum_alignment", values, at_least(0.95), statistic="alignment",
+    claims.check("unembed_sum_alignment", values, at_least(0.95), kind="paper", statistic="alignment",
                  null=Null("the same models at initialisation", {k: 0.0001 for k in values}),
                  covers="every model that generalises")
     return claims.as_dict()["claims"][0]

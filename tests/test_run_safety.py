@@ -60,7 +60,7 @@ print("sleeping", flush=True)
 time.sleep(sleep_s)
 if fail:
     raise RuntimeError("asked to fail")
-claims.report("figures", figures, statistic="the number of figures")
+claims.report("figures", figures, kind="paper", statistic="the number of figures")
 claims.write()
 '''.format(name=NAME)
 

@@ -52,9 +52,10 @@ for k in range(figures):
 # ## Claims
 
 # %%
-claims.check("doubled", 2 * scale, at_least(scale), statistic="2 × scale", paper=4.0, null=Null("scale / 2", scale / 2))
-claims.check("negative", scale, at_most(0), statistic="scale", null=Null("minus one", -1.0))
-claims.report("figures_dir", str(figs.folder), statistic="where the figures went")
+claims.check("doubled", 2 * scale, at_least(scale), kind="paper", statistic="2 × scale", paper=4.0,
+             null=Null("scale / 2", scale / 2))
+claims.check("negative", scale, at_most(0), kind="paper", statistic="scale", null=Null("minus one", -1.0))
+claims.report("figures_dir", str(figs.folder), kind="paper", statistic="where the figures went")
 if write_metrics:
     claims.write()
 claims.table()

@@ -6,12 +6,14 @@ The chapter trains a weight-decay ensemble and its ω → 0 branch, takes checkp
 (:func:`cores_at_checkpoints`), fits the shift operator on models without the effect at the same rank
 (:func:`exact_fit_controls`) and moves the authors' analysis off its defaults (:func:`null_direction_ranks`).
 :func:`export_checkpoints` writes every checkpoint's weights for ``scripts/oracle/cores_02.py``, which reads
-them back with :func:`load_checkpoints`.
+them back with :func:`load_checkpoints`. The chapter's claims are declared in :data:`CLAIMS` and decided by
+:func:`claims` on the run's :class:`Findings`; :func:`check_inputs` refuses parameters a run cannot use.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -35,7 +37,20 @@ from corekit.ace import (
 )
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.fourier import fourier_power
+from corekit.inputs import Need, distinct, fits, require, show, transformer_parameters
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.verdicts import (
+    Claim,
+    Null,
+    Spec,
+    at_least,
+    at_most,
+    between,
+    decide,
+    declared,
+    holds,
+    reported,
+)
 
 #: The analyses :func:`last_token_summary` runs.
 ANALYSES = ("corekit", "authors")
@@ -418,3 +433,361 @@ def load_checkpoints(path: str | os.PathLike) -> CheckpointExport:
     return CheckpointExport(config=TransformerConfig(**export["config"]), seeds=export["seeds"], p=export["p"],
                             split=export["split"], data_seed=export["data_seed"], train_frac=export["train_frac"],
                             epochs=export["epochs"])
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter's input checks
+
+
+def check_inputs(params: dict) -> None:
+    """Return None, or refuse chapter 02's parameters (:class:`corekit.inputs.ParameterError`): distinct seeds, a numpy
+    split seed below 2**32, a fork inside the run, and the size of the checkpoints kept for the analysis."""
+    nb = "02_grokking_cores"
+    distinct(nb, "seeds", params["seeds"], "distinct seeds (each trains one model per branch)")
+    require(params["split"] != "numpy" or params["data_seed"] < 2**32, nb, "data_seed", params["data_seed"],
+            "a seed below 2**32 with split numpy (numpy's RandomState takes 0 ... 2**32 - 1)")
+    epochs = params["epochs"]
+    require(0 < params["fork_epoch"] < epochs, nb, "fork_epoch", params["fork_epoch"],
+            f"an epoch inside the run, 0 < fork_epoch < epochs = {epochs}")
+    p, m = params["p"], len(params["seeds"])
+    n_ctx = 3 if params["equals_token"] else 2
+    weights = transformer_parameters(p + 1, n_ctx, params["d_model"], params["d_mlp"], params["n_layers"], p)
+    dense = min(epochs, params["dense_until"])
+    snapshots = (len(range(0, dense + 1, params["checkpoint_every"]))
+                 + len(range(dense + params["checkpoint_every_after"], epochs + 1, params["checkpoint_every_after"])))
+    logits = m * p * p * p
+    fits(nb, params, [
+        Need(f"the {snapshots:,} checkpoints kept for the analysis, every model", 4 * m * snapshots * weights,
+             m * weights, "epochs"),
+        Need("the logits of all p² pairs, every model", 4 * logits, logits, "p"),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter's claims
+
+#: The setting at which the paper states its numbers (``notebooks/params/paper/02_grokking_cores.yaml``): the task,
+#: model, training and analysis values. A run that differs in any of them leaves a claim whose bound is one of those
+#: numbers (:data:`AT_PAPER_SETTING`) undecided.
+PAPER_SETTING = {"p": 53, "train_frac": 0.5, "n_layers": 2, "d_model": 128, "n_heads": 4, "d_mlp": 512, "norm": "post",
+                 "dropout": 0.1, "causal": True, "qkv_bias": True, "embedding_dropout": False, "init": "torch",
+                 "equals_token": False, "lr": 0.001, "betas": [0.9, 0.999], "weight_decay": 1.0, "batch_size": 512,
+                 "drop_last": False, "epochs": 20001, "energy_threshold": 0.99}
+#: The claims (without the ``_authors`` suffix) whose bound is a number the paper states at its setting, with that
+#: number; every other claim the paper states independently of its setting (the rotation of a grokked core, the
+#: timing of crystallization, inflation as growth at all, none without weight decay) and is decided at any profile.
+AT_PAPER_SETTING = {"rank_at_grok": "energy rank ≈ 15 at grokking",
+                    "sufficient_rank_growth": "flat sufficient rank from grokking to epoch 20,001",
+                    "modes_final": "all ⌊p/2⌋ + 1 = 27 frequency modes at epoch 20,001"}
+#: What decides a claim that a run outside :data:`PAPER_SETTING` leaves undecided.
+PAPER_DECIDES = ("the paper profile (notebooks/params/paper/02_grokking_cores.yaml) decides it, about 8 h on a 2-core "
+                 "CPU or about half an hour on one H200")
+#: The models most claims cover, and those of the ω → 0 claim.
+COVERS = "the weight-decay seeds the profile trains"
+COVERS_WD0 = "the seeds the profile trains, in the ω → 0 branch"
+#: The modes the paper counts at the end, ⌊53/2⌋ + 1, and the share of them ``modes_final`` asks for.
+PAPER_MODES, MODES_SHARE = 27, 0.8
+
+
+def _analysis_specs(a: str) -> tuple[Spec, ...]:
+    """Return the declared claims of analysis ``a`` (ids suffixed ``_authors`` for the authors'), in recorded order."""
+    tag = "" if a == "corekit" else "_authors"
+    return (
+        Spec("crystallization" + tag, "paper", f"checkpoints between the settle checkpoint of the energy rank ({a} "
+             "analysis: the first from which it stays within 1 of its value at grokking) and the seed's grokking "
+             "checkpoint", at_most(2), paper="the core crystallizes at grokking", covers=COVERS),
+        Spec("rank_at_grok" + tag, "paper", f"energy rank of the core at the seed's grokking checkpoint ({a} analysis)",
+             between(10, 20), paper="≈ 15 (p = 53)", covers=COVERS),
+        Spec("unit_circle_fraction_at_grok" + tag, "paper", "fraction of the shift operator's eigenvalues on the unit "
+             f"circle at grokking ({a} analysis)", at_least(0.8), paper="≈ 1", covers=COVERS),
+        Spec("unit_circle_fraction_before" + tag, "paper", f"the unit-circle fraction at the memorising checkpoint ({a} "
+             "analysis) is below the one at grokking", holds(), paper="< at grokking", covers=COVERS),
+        Spec("operator_r2_before" + tag, "paper", f"R² of the shift-operator fit at the memorising checkpoint ({a} "
+             "analysis)", at_most(0.5), paper="low before grokking", covers=COVERS),
+        Spec("operator_r2_after" + tag, "paper", "smallest R² of the shift-operator fit over every checkpoint from "
+             f"grokking on ({a} analysis)", at_least(0.9), paper="≈ 1 after grokking", covers=COVERS),
+        Spec("necessary_rank_growth" + tag, "paper", f"growth of the necessary rank, final / at grokking ({a} analysis)",
+             at_least(2), paper="≈ 4 (15 → 60)", covers=COVERS),
+        Spec("sufficient_rank_growth" + tag, "paper", f"growth of the sufficient rank, final / at grokking ({a} "
+             "analysis)", between(0.8, 1.25), paper="≈ 1 (flat)", covers=COVERS),
+        Spec("modes_at_grok" + tag, "extension", f"frequency modes at grokking ({a} analysis): distinct bins of the "
+             "shift fit, and Fourier modes of the means"),
+        Spec("modes_final" + tag, "paper", f"Fourier modes of the final core's class means ({a} analysis: the fewest "
+             "frequencies holding 90 % of their power)", at_least(MODES_SHARE * PAPER_MODES),
+             paper=f"{PAPER_MODES} (all ⌊p/2⌋ + 1)", covers=COVERS),
+        Spec("wd0_necessary_rank_growth" + tag, "paper", "growth of the necessary rank of the ω → 0 model, final / at "
+             f"grokking ({a} analysis)", at_most(1.25), paper="no inflation without weight decay", covers=COVERS_WD0),
+    )
+
+
+#: Chapter 02's claims, in the order the notebook records them.
+CLAIMS: tuple[Spec, ...] = (
+    Spec("grok_epoch", "precondition", "test accuracy of each ω model at the end of training",
+         at_least(GROKKING_THRESHOLD), paper="reported", covers=COVERS),
+    *(spec for a in ANALYSES for spec in _analysis_specs(a)),
+    Spec("null_direction_control", "check", "how far the authors' necessary rank at grokking moves under jitter 0 / "
+         "1e-8 / 1e-6 and centring", at_most(2), covers=COVERS, no_null="numerical check"),
+    Spec("null_direction_spectrum", "check", "σ²/σ₀² of the authors' Cov·Obs spectrum at their necessary rank at "
+         "grokking (≥: the rank lies in directions Cov·Obs does not leave numerically null)", at_least(1e-6),
+         covers=COVERS, no_null="numerical check"),
+)
+_SPEC = declared(CLAIMS)
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What chapter 02's claims read from a run.
+
+    ``seeds`` (S,) are the weight-decay models' seeds (the ω → 0 models are the same seeds, after them);
+    ``params`` the run's parameters (at least :data:`PAPER_SETTING`'s names and ``fork_epoch``); ``checkpoints`` (C,)
+    the checkpoint steps, ``epoch_steps`` the steps of an epoch; ``test_acc`` (C, 2S) the test accuracy at the
+    checkpoints (:func:`at_checkpoints`); ``points`` :func:`grokking_points`; ``cores`` :func:`cores_at_checkpoints`;
+    ``control`` :func:`exact_fit_controls` on :func:`control_cases`; ``null_ranks`` :func:`null_direction_ranks` at
+    the grokking checkpoint; ``spectrum`` (S,) :func:`spectrum_at_necessary` of the authors' analysis there.
+    """
+
+    seeds: Sequence[int]
+    params: dict
+    checkpoints: Sequence[int]
+    epoch_steps: int
+    test_acc: Tensor | np.ndarray
+    points: GrokkingPoints
+    cores: CheckpointCores
+    control: dict[str, dict[str, list[tuple[float, float, int, int]]]]
+    null_ranks: dict[str, list[int]]
+    spectrum: Sequence[float]
+
+
+def _same(value, want) -> bool:
+    """Return whether a parameter's ``value`` is the paper's ``want`` (lists item by item, numbers to 1e-9)."""
+    if isinstance(want, (list, tuple)):
+        return isinstance(value, (list, tuple)) and len(value) == len(want) and all(map(_same, value, want))
+    if isinstance(want, (bool, str)) or isinstance(value, (bool, str)):
+        return isinstance(value, type(want)) and value == want
+    return bool(np.isclose(float(value), float(want), rtol=1e-9, atol=0.0))
+
+
+def setting_differences(params: dict) -> list[str]:
+    """Return "NAME VALUE, not PAPER'S" for every parameter of :data:`PAPER_SETTING` in which ``params`` differ."""
+    return [f"{name} {show(params[name])}, not {show(want)}" for name, want in PAPER_SETTING.items()
+            if not _same(params[name], want)]
+
+
+def _per_seed(seeds: Sequence[int], values: Sequence) -> dict:
+    """Return {"seed s": value} (:func:`seed_values`: floats to 3 decimals)."""
+    return seed_values([f"seed {s}" for s in seeds], list(values))
+
+
+def _column(control: dict[str, list], n_models: int, case: str, k: int) -> list:
+    """Return item ``k`` (0 R², 1 circle fraction, 2 fit modes, 3 Fourier modes) of control ``case`` for each of the
+    first ``n_models`` models (:func:`exact_fit_controls`)."""
+    return [control[case][m][k] for m in range(n_models)]
+
+
+def _members(seeds: Sequence[int], flags: Sequence) -> dict[str, bool]:
+    """Return {"seed s": whether the seed is in a regime}."""
+    return {f"seed {s}": bool(flag) for s, flag in zip(seeds, flags)}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every analysis's claims share: the seeds, the modulus, the grokking points, the setting's differences."""
+
+    seeds: list[int]
+    p: int
+    cap: int
+    ep: list[int]                      # the epoch of each checkpoint, by index
+    no_grok: tuple[str, dict]
+    fork_before: tuple[str, dict]
+    off_setting: list[str]
+
+    def epochs(self, indices: Sequence[int | None]) -> list[int | None]:
+        """Return the epochs of checkpoint ``indices`` (None kept)."""
+        return [None if i is None else self.ep[i] for i in indices]
+
+    def setting_reason(self, claim: str) -> str | None:
+        """Return why a claim whose bound is the paper's number at its setting is undecided here (None: same setting)."""
+        if claim not in AT_PAPER_SETTING or not self.off_setting:
+            return None
+        return (f"the paper states its number ({AT_PAPER_SETTING[claim]}) at its own setting, and this run's setting "
+                f"differs ({'; '.join(self.off_setting)}); {PAPER_DECIDES}, for "
+                + ", ".join(f"seed {s}" for s in self.seeds))
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return chapter 02's claims (:data:`CLAIMS`, in that order) decided on ``findings``: values per ω seed, nulls
+    from the same run, and the computed reason of every verdict but pass."""
+    f = findings
+    seeds, S, params = list(f.seeds), len(f.seeds), f.params
+    p, epochs, fork_epoch = int(params["p"]), int(params["epochs"]), int(params["fork_epoch"])
+    pts, checkpoints = f.points, list(f.checkpoints)
+    test_acc = torch.as_tensor(f.test_acc).detach().cpu().double().numpy()
+    fork_after = [g is not None and fork_epoch * f.epoch_steps > checkpoints[g] for g in pts.seed_grok]
+    run = _Run(seeds=seeds, p=p, cap=min(p - 3, int(params["d_model"])),
+               ep=[round(c / f.epoch_steps) for c in checkpoints],
+               no_grok=(f"no grokking checkpoint within {epochs} epochs (test accuracy < {GROKKING_THRESHOLD})",
+                        _members(seeds, [g is None for g in pts.seed_grok])),
+               fork_before=(f"a fork at epoch {fork_epoch} before the seed's grokking (its ω → 0 branch never held a "
+                            "grokked core)", _members(seeds, [not a for a in fork_after])),
+               off_setting=setting_differences(params))
+    found = [decide(_SPEC["grok_epoch"], _per_seed(seeds, test_acc[-1, :S].tolist()),
+                    null=Null("the same models at initialisation (epoch 0)", _per_seed(seeds, test_acc[0, :S].tolist())),
+                    statistic=f"test accuracy of each ω model after {checkpoints[-1] / f.epoch_steps:g} epochs",
+                    why=f"grokking (test accuracy ≥ {GROKKING_THRESHOLD}) per seed at epoch "
+                        f"{run.epochs(pts.seed_grok)}")]
+    for a in ANALYSES:
+        found += _analysis_claims(f, run, a)
+    null = f.null_ranks
+    spread = [max(v[m] for v in null.values()) - min(v[m] for v in null.values()) for m in range(S)]
+    found.append(decide(_SPEC["null_direction_control"], _per_seed(seeds, spread),
+                        why="; ".join(f"{k}: {v}" for k, v in null.items())))
+    found.append(decide(_SPEC["null_direction_spectrum"],
+                        {f"seed {s}": float(f"{v:.3g}") for s, v in zip(seeds, f.spectrum)}))
+    return found
+
+
+def _analysis_claims(f: Findings, run: _Run, a: str) -> list[Claim]:
+    """Return the claims of analysis ``a`` (:func:`_analysis_specs`'s order) on ``f``."""
+    tag, seeds, S, p, pts = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), run.p, f.points
+    i_grok, i_before, final = pts.i_grok, pts.i_before, pts.final
+    R, Fi, C = f.cores.ranks[a], f.cores.fit[a], f.control[a]
+    by_seed = partial(_per_seed, seeds)
+    col = partial(_column, C, S)
+
+    def spec(name: str) -> Spec:
+        """Return the declared claim ``name`` of this analysis."""
+        return _SPEC[name + tag]
+
+    fit_r = R["fit_rank"].astype(int)
+    energy_r, sufficient_r, necessary_r = (R[k].astype(int) for k in ("energy", "sufficient", "necessary"))
+    fit_note = (f"fit rank {fit_r[i_before, :S].tolist()} before, {fit_r[i_grok, :S].tolist()} at grokking, "
+                f"{fit_r[final, :S].tolist()} at the end (p − 1 = {p - 1} makes a shift fit exact)")
+    exact_fit = (f"a fit rank within 2 of p − 1 = {p - 1}, where a shift fit is exact for any model",
+                 _members(seeds, fit_r[i_before, :S] >= p - 3))
+    out = []
+
+    to_grok, to_mem, settle = crystallization_gaps(energy_r[:, :S], pts.seed_grok, pts.seed_memorised)
+    out.append(decide(spec("crystallization"), by_seed(to_grok),
+                      null=Null("the same distance from the seed's memorisation checkpoint (a core set while "
+                                "memorising)", by_seed(to_mem)),
+                      undecided=regime_reason(by_seed(to_grok), spec("crystallization").bound, undefined=run.no_grok),
+                      why=f"the energy rank settles at epoch {run.epochs(settle)}; grokking at "
+                          f"{run.epochs(pts.seed_grok)}, memorisation at {run.epochs(pts.seed_memorised)}"))
+    at_grok = by_seed([energy_r[g, m] if g is not None else None for m, g in enumerate(pts.seed_grok)])
+    out.append(decide(spec("rank_at_grok"), at_grok, null=Null("the untrained model (epoch 0)",
+                                                               by_seed(energy_r[0, :S].tolist())),
+                      undecided=run.setting_reason("rank_at_grok")
+                      or regime_reason(at_grok, spec("rank_at_grok").bound, undefined=run.no_grok)))
+    circle_grok, circle_before = Fi["circle"][i_grok, :S], Fi["circle"][i_before, :S]
+    out.append(decide(spec("unit_circle_fraction_at_grok"), by_seed(circle_grok),
+                      null=[Null("the memorising checkpoint at the same fit rank", by_seed(col("memorising", 1))),
+                            Null("the grokking checkpoint with shuffled class labels, same fit rank",
+                                 by_seed(col("shuffled", 1)))],
+                      undecided=regime_reason(by_seed(circle_grok), spec("unit_circle_fraction_at_grok").bound,
+                                              undefined=run.no_grok), why=fit_note))
+    before_lower = by_seed([bool(b < g) for b, g in zip(circle_before, circle_grok)])
+    out.append(decide(spec("unit_circle_fraction_before"), before_lower,
+                      null=Null("the same ordering between two models without the rotation: the untrained model below "
+                                "the memorising one, both at the grokking fit rank",
+                                by_seed([bool(u < m_) for u, m_ in zip(col("untrained", 1), col("memorising", 1))])),
+                      undecided=regime_reason(before_lower, holds(), undefined=run.no_grok),
+                      why=f"circle fraction {circle_before.round(3).tolist()} before, {circle_grok.round(3).tolist()} "
+                          f"at grokking; {fit_note}"))
+    out += _operator_r2_claims(f, run, a, fit_note, exact_fit)
+    out += _inflation_claims(f, run, a, necessary_r, sufficient_r)
+    modes_grok = {"shift fit": by_seed(Fi["modes"][i_grok, :S].astype(int).tolist()),
+                  "Fourier power": by_seed(Fi["fourier_modes"][i_grok, :S].astype(int).tolist())}
+    out.append(reported(spec("modes_at_grok"), modes_grok, paper=p // 2 + 1,
+                        statistic=f"frequency modes at grokking (of ⌊p/2⌋ + 1 = {p // 2 + 1}), {a} analysis: distinct "
+                                  "bins of the shift fit, and Fourier modes of the means"))
+    modes_final = by_seed(Fi["fourier_modes"][final, :S].astype(int).tolist())
+    out.append(decide(spec("modes_final"), modes_final,
+                      null=[Null("the untrained model at the final fit rank", by_seed(col("untrained_at_final_rank", 3))),
+                            Null("the memorising checkpoint at the final fit rank",
+                                 by_seed(col("memorising_at_final_rank", 3)))],
+                      undecided=run.setting_reason("modes_final"),
+                      why=f"final fit rank {fit_r[final, :S].tolist()}; the shift fit's bins "
+                          f"{Fi['modes'][final, :S].astype(int).tolist()} (at most ⌈r/2⌉ each)"))
+    out.append(_wd0_claim(f, run, a, necessary_r))
+    return out
+
+
+def _operator_r2_claims(f: Findings, run: _Run, a: str, fit_note: str, exact_fit: tuple[str, dict]) -> list[Claim]:
+    """Return ``operator_r2_before`` and ``operator_r2_after`` of analysis ``a``."""
+    tag, seeds, S, pts = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points
+    Fi, C, fit_r = f.cores.fit[a], f.control[a], f.cores.ranks[a]["fit_rank"].astype(int)
+    col = partial(_column, C, S)
+    r2_before = _per_seed(seeds, Fi["r2"][pts.i_before, :S])
+    untrained_before = col("untrained_at_before_rank", 0)
+    untrained = ("an untrained model that already gives R² > 0.5 at the same fit rank "
+                 f"({np.round(untrained_before, 3).tolist()}), without any learning (a run whose memorising "
+                 "checkpoint has a fit rank low enough for an untrained model to stay at R² ≤ 0.5 decides it: random "
+                 "class means give about r/(p − 1))", _members(seeds, [u > 0.5 for u in untrained_before]))
+    before = decide(_SPEC["operator_r2_before" + tag], r2_before,
+                    null=Null("the grokked checkpoint at the same fit rank (a model with the rotation)",
+                              _per_seed(seeds, col("grokked_at_before_rank", 0))),
+                    undecided=regime_reason(r2_before, at_most(0.5), [exact_fit, untrained], undefined=run.no_grok),
+                    why=fit_note)
+    after_r2 = Fi["r2"][pts.i_grok:, :S]
+    i_low = [pts.i_grok + int(np.argmin(after_r2[:, m])) for m in range(S)]
+    r2_after = _per_seed(seeds, after_r2.min(0))
+    after = decide(_SPEC["operator_r2_after" + tag], r2_after,
+                   null=[Null("the memorising checkpoint at the grokking fit rank", _per_seed(seeds, col("memorising", 0))),
+                         Null("the untrained model at the grokking fit rank", _per_seed(seeds, col("untrained", 0)))],
+                   undecided=regime_reason(r2_after, at_least(0.9), undefined=run.no_grok),
+                   why=f"lowest at epoch {run.epochs(i_low)}, fit rank there "
+                       f"{[int(fit_r[i, m]) for m, i in enumerate(i_low)]} (random class means give about r/(p − 1))")
+    return [before, after]
+
+
+def _growth(values: np.ndarray, i_grok: int, final: int, models: slice) -> np.ndarray:
+    """Return final / at-grokking of ``values`` (C, M) for ``models`` (the denominator at least 1)."""
+    return values[final, models] / np.maximum(values[i_grok, models], 1)
+
+
+def _necessary_note(f: Findings, run: _Run, necessary_r: np.ndarray) -> str:
+    """Return the necessary ranks at grokking and at the end, in both branches, as a sentence."""
+    S, i_grok, final = len(run.seeds), f.points.i_grok, f.points.final
+    return (f"necessary rank {necessary_r[i_grok, :S].tolist()} at grokking, {necessary_r[final, :S].tolist()} "
+            f"at epoch {run.ep[final]}; ω → 0 branch {necessary_r[i_grok, S:].tolist()} → "
+            f"{necessary_r[final, S:].tolist()}")
+
+
+def _inflation_claims(f: Findings, run: _Run, a: str, necessary_r: np.ndarray, sufficient_r: np.ndarray) -> list[Claim]:
+    """Return ``necessary_rank_growth`` and ``sufficient_rank_growth`` of analysis ``a``."""
+    tag, seeds, S, i_grok, final = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points.i_grok, \
+        f.points.final
+    nec_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(0, S)))
+    suf_g = _per_seed(seeds, _growth(sufficient_r, i_grok, final, slice(0, S)))
+    wd0_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(S, 2 * S)))
+    no_room = (f"no room to double below min(p − 3, d_model) = {run.cap} (a run whose necessary rank at grokking is "
+               "at most half of that decides it)", _members(seeds, [2 * necessary_r[i_grok, m] > run.cap for m in range(S)]))
+    saturated = (f"a necessary rank that reaches min(p − 3, d_model) = {run.cap} after grokking (the exact-fit / "
+                 "null-direction regime; only a run whose rank stays below it decides it)",
+                 _members(seeds, [necessary_r[i_grok:, m].max() >= run.cap for m in range(S)]))
+    necessary = decide(_SPEC["necessary_rank_growth" + tag], nec_g,
+                       null=Null("the same seed in the ω → 0 branch (no weight decay after the fork)", wd0_g),
+                       undecided=regime_reason(nec_g, at_least(2), [no_room, saturated], undefined=run.no_grok),
+                       why=_necessary_note(f, run, necessary_r))
+    sufficient = decide(_SPEC["sufficient_rank_growth" + tag], suf_g,
+                        null=Null("the necessary rank's growth over the same checkpoints (the rank the paper says "
+                                  "inflates)", nec_g),
+                        undecided=run.setting_reason("sufficient_rank_growth")
+                        or regime_reason(suf_g, between(0.8, 1.25), undefined=run.no_grok),
+                        why=f"sufficient rank {sufficient_r[i_grok, :S].tolist()} at grokking, "
+                            f"{sufficient_r[final, :S].tolist()} at the end" + (
+                                "; the authors' operational rank is floored at the energy rank" if tag else ""))
+    return [necessary, sufficient]
+
+
+def _wd0_claim(f: Findings, run: _Run, a: str, necessary_r: np.ndarray) -> Claim:
+    """Return ``wd0_necessary_rank_growth`` of analysis ``a``: the ω → 0 branch against the ω branch."""
+    tag, seeds, S, i_grok, final = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points.i_grok, \
+        f.points.final
+    nec_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(0, S)))
+    wd0_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(S, 2 * S)))
+    return decide(_SPEC["wd0_necessary_rank_growth" + tag], wd0_g,
+                  null=Null("the same seed with weight decay throughout (the ω branch, which the paper says inflates)",
+                            nec_g),
+                  undecided=regime_reason(wd0_g, at_most(1.25), [run.fork_before], undefined=run.no_grok),
+                  why=_necessary_note(f, run, necessary_r))

@@ -6,10 +6,14 @@ prints, plots and claims: the ablations at the energy rank (:func:`validate_at_e
 transition operator fitted on core coordinates (:func:`identify_operator`), the states of a chain
 that share a row of T (:func:`shared_row_analysis`), and the seeds against each other
 (:func:`weight_cosines`, :func:`compare_seeds`).
+
+The chapter's claims are declared in :data:`CLAIMS` and decided by :func:`claims` on the :class:`Findings` of a run;
+:func:`check_inputs` holds the rules that tie the parameters together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -17,8 +21,12 @@ from torch import Tensor
 
 from corekit import ace, subspaces
 from corekit.ace import NextTokenACE
+from corekit.inputs import Need, distinct, fits, require, row_stochastic
 from corekit.tasks import markov
 from corekit.train import Dataset
+from corekit.verdicts import Bound, Claim, Null, Spec, at_least, at_most, decide, declared, equal_to, per_model, reported
+
+NOTEBOOK = "01_markov_cores"
 
 
 def chain_datasets(T: np.ndarray, n_train: int, n_test: int, seq_len: int, seed: int) -> tuple[Dataset, Dataset]:
@@ -168,3 +176,248 @@ def compare_seeds(res: NextTokenACE, ranks: list[int]) -> dict:
     return dict(overlap=overlap, cca_min=cca_min, cca_all=cca_all, random_q999=random_q999,
                 percentile=percentile, self_percentile=self_percentile,
                 random_mean=float(np.mean([np.sqrt(ranks[a] * ranks[b]) / D for a, b in pairs])))
+
+
+# --------------------------------------------------------------------------------------------
+# The parameters' rules
+
+
+def check_inputs(params: dict) -> None:
+    """Return None, or refuse chapter 01's parameters: distinct seeds, a batch within the training set, heads that
+    divide d_model, two valid chains, the size (the training and test sets, each read by the ACE in one pass)."""
+    nb = NOTEBOOK
+    distinct(nb, "seeds", params["seeds"], "distinct seeds (each model is compared with the others)")
+    require(params["batch_size"] <= params["n_train"], nb, "batch_size", params["batch_size"],
+            f"at most n_train = {params['n_train']} (a larger batch trains 0 steps)")
+    m, seq_len, d_model, n_heads = len(params["seeds"]), params["seq_len"], params["d_model"], params["n_heads"]
+    require(d_model % n_heads == 0, nb, "n_heads", n_heads,
+            f"a divisor of d_model = {d_model} (each head reads d_model / n_heads of its dimensions)")
+    for name in ("transition", "transition_deficient"):
+        row_stochastic(nb, name, params[name])
+    n_train, n_test = params["n_train"], params["n_test"]
+    stream, test_stream = m * n_train * seq_len * d_model, m * n_test * seq_len * d_model
+    scores = m * params["batch_size"] * n_heads * seq_len ** 2
+    every, largest = max((n_test, "test"), (n_train, "training"))    # the ACE reads each set in one pass
+    all_scores = m * every * n_heads * seq_len ** 2
+    tokens = max(n_train, n_test) * seq_len
+    fits(nb, params, [
+        Need("the residual stream at every position of the training sequences, every model", 4 * stream, stream,
+             "n_train"),
+        Need("the residual stream at every position of the test sequences, every model", 4 * test_stream, test_stream,
+             "n_test"),
+        Need("the attention scores of a training batch", 4 * scores, scores, "seq_len"),
+        Need(f"the attention scores of every {largest} sequence at once, every model", 4 * all_scores, all_scores,
+             "seq_len" if seq_len ** 2 >= every else f"n_{'test' if largest == 'test' else 'train'}"),
+        Need("the sampled sequences of both chains (int64)", 8 * 2 * (n_train + n_test) * seq_len, tokens,
+             "n_test" if n_test >= n_train else "n_train"),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# The claims
+
+#: The models a claim over seeds covers, and over pairs of seeds.
+EVERY_SEED, EVERY_PAIR = "the seeds the profile trains", "the pairs of seeds the profile trains"
+#: The controls of a chain (ensemble "CHAIN, CONTROL"), as each null names them.
+CONTROLS = {"untrained": "the same seeds untrained", "shuffled": "the same seeds trained on shuffled targets"}
+#: Claims whose declared bound is an offset from a property of the chain the run uses, which :func:`claims` adds:
+#: the Bayes accuracy, rank(T − 1πᵀ), the stationary guess (so the bound holds for any ``transition``).
+RELATIVE_TO = {"model_accuracy": "the chain's Bayes accuracy", "core_rank": "the chain's rank(T − 1πᵀ)",
+               "remove_only_accuracy": "the chain's stationary-guess accuracy"}
+
+
+def _chain_claims(sfx: str, kind: str) -> tuple[Spec, ...]:
+    """Return the specs of the claims both chains have, with id suffix ``sfx`` and ``kind`` for the chain's claims."""
+    return (
+        Spec(f"model_accuracy{sfx}", "precondition", "held-out next-state accuracy, against the Bayes accuracy",
+             equal_to(0, 0.01), covers=EVERY_SEED),
+        Spec(f"core_rank{sfx}", kind, "core rank by energy, against rank(T − 1πᵀ)", equal_to(0), covers=EVERY_SEED),
+        Spec(f"keep_only_ratio{sfx}", kind, "held-out keep-only accuracy at the core rank / model accuracy",
+             at_least(0.99), paper="≈ 1", covers=EVERY_SEED),
+        Spec(f"remove_only_accuracy{sfx}", kind, "held-out accuracy with the core removed, against the stationary "
+             "guess + 0.05", at_most(0.05), covers=EVERY_SEED),
+    )
+
+
+CLAIMS: tuple[Spec, ...] = (
+    *_chain_claims("", "paper"),
+    Spec("weight_cosine_max", "paper", "largest |cos| between the flattened weights of two seeds", at_most(0.06),
+         paper="≈ 0 (authors' runs 0.029–0.052)"),
+    Spec("weight_cosine_init", "extension", "largest |cos| between the seeds' independent random initialisations"),
+    Spec("projector_overlap", "paper", "percentile of the pair's core projector overlap among 4000 pairs of random "
+         "subspaces of the same ranks", at_most(0.999), paper="0.02–0.04", covers=EVERY_PAIR),
+    Spec("projector_overlap_random", "paper", "mean overlap of random subspaces of the cores' ranks, √(r_a r_b)/D",
+         paper=round(3 / 64, 4)),
+    Spec("cca_min", "paper", "smallest top-r canonical correlation of the pair's core coordinates", at_least(0.9),
+         paper="0.92–0.999", covers=EVERY_PAIR),
+    Spec("cca_mean", "paper", "mean top-r canonical correlation over all pairs of seeds", at_least(0.97),
+         paper="≈ 0.99 (authors' runs: mean 0.980)"),
+    Spec("eig_max_error", "paper", "max |eig(A) − eig(T)| of the operator fitted on core coordinates", at_most(0.03),
+         paper="≤ 0.02", covers=EVERY_SEED),
+    Spec("r2_core_over_oracle", "paper", "R²_core / R²_oracle on held-out sequences", at_least(0.98), paper="> 0.98",
+         covers=EVERY_SEED),
+    *_chain_claims("_deficient", "extension"),
+    Spec("cca_min_deficient", "extension", "smallest top-r canonical correlation of the pair's core coordinates",
+         at_least(0.9), paper="0.92–0.999", covers=EVERY_PAIR),
+    Spec("eig_max_error_deficient", "extension", "max |eig(A) − eig(T)| of the operator fitted on core coordinates",
+         at_most(0.03), paper="≤ 0.02", covers=EVERY_SEED),
+    Spec("r2_core_over_oracle_deficient", "extension", "R²_core / R²_oracle on held-out sequences", at_least(0.98),
+         paper="> 0.98", covers=EVERY_SEED),
+    Spec("shared_row_distance_deficient", "extension", "whitened distance between the mean core coordinates of the "
+         "states that share a row (0 for the Bayes code)", paper=0),
+)
+_SPEC = declared(CLAIMS)
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What chapter 01's claims are decided on, keyed by ensemble ("paper", "paper, untrained", "paper, shuffled",
+    "deficient", "deficient, untrained": a chain's trained models, then its controls).
+
+    ``seeds`` the M seeds; ``chains`` {"paper": T, "deficient": T}; ``results`` {ensemble: the
+    :class:`~corekit.ace.NextTokenACE` (its ``base_acc`` and ``rank``, (M,) each)}; ``validation``,
+    ``identified``, ``compared`` {ensemble: what :func:`validate_at_energy_rank`, :func:`identify_operator`,
+    :func:`compare_seeds` returned}; ``cosines`` :func:`weight_cosines` of the paper chain's trained models and
+    their initialisations; ``merged`` :func:`shared_row_analysis` of the deficient chain's trained models.
+    """
+
+    seeds: Sequence[int]
+    chains: dict[str, np.ndarray]
+    results: dict[str, Any]
+    validation: dict[str, dict]
+    identified: dict[str, dict]
+    compared: dict[str, dict]
+    cosines: dict
+    merged: SharedRows
+
+
+def _numbers(values: Any) -> np.ndarray:
+    """Return a tensor, list or array of per-seed numbers as a float64 numpy array (M,)."""
+    if isinstance(values, Tensor):
+        values = values.detach().double().cpu().numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
+def _shifted(spec: Spec, by: float) -> Spec:
+    """Return ``spec`` with its bound moved by ``by`` (a claim of :data:`RELATIVE_TO`, at the run's chain)."""
+    bound = spec.bound
+    return replace(spec, bound=Bound(bound.kind, bound.a + by, bound.b))
+
+
+def unlearned_reason(seeds: Sequence[int], accuracy: Sequence[float], T: np.ndarray) -> str | None:
+    """Return why claims about models that learned chain ``T`` are undecided (the seeds whose held-out ``accuracy`` is
+    below halfway from the stationary guess to the Bayes accuracy), or None when every seed learned it."""
+    bayes, guess = markov.bayes_accuracy(T), markov.stationary_guess_accuracy(T)
+    not_learned = [f"seed {s} ({a:.3f})" for s, a in zip(seeds, accuracy) if a < (bayes + guess) / 2]
+    if not not_learned:
+        return None
+    return (f"{', '.join(not_learned)} did not learn the chain (held-out accuracy below {(bayes + guess) / 2:.3f}, "
+            f"halfway from the stationary guess {guess:.4f} to the Bayes accuracy {bayes:.4f}), and the claim is "
+            "about models that did; a profile whose seeds learn the chain (the defaults, or the paper's) decides it")
+
+
+def _any_passes(spec: Spec, nulls: list[Null]) -> bool:
+    """Return whether a null satisfies the spec's bound (the claim is then uninformative)."""
+    return any(null.passing(spec.bound) for null in nulls)
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return chapter 01's claims decided on ``findings``, in the order :data:`CLAIMS` declares them (each chain's
+    claims on its trained models, against the same statistic on its controls)."""
+    f, seeds = findings, list(findings.seeds)
+    pairs = [(a, b) for a in range(len(seeds)) for b in range(a + 1, len(seeds))]
+
+    def by_seed(values):
+        return per_model(seeds, list(values) if isinstance(values, list) else _numbers(values))
+
+    def by_pair(matrix):
+        return per_model([f"{seeds[a]}–{seeds[b]}" for a, b in pairs], [float(matrix[a][b]) for a, b in pairs], "")
+
+    out: list[Claim] = []
+    for chain, T in f.chains.items():
+        sfx = "" if chain == "paper" else "_deficient"
+        spec = {key: _SPEC[f"{key}{sfx}"] for key in ("model_accuracy", "core_rank", "keep_only_ratio",
+                                                     "remove_only_accuracy", "cca_min", "eig_max_error",
+                                                     "r2_core_over_oracle")}
+        K, bayes, guess = T.shape[0], markov.bayes_accuracy(T), markov.stationary_guess_accuracy(T)
+        r_exp = markov.expected_core_rank(T)
+        controls = {n.split(", ", 1)[1]: n for n in f.results if n.split(", ", 1)[0] == chain and ", " in n}
+        controls = {c: n for c, n in controls.items() if c in CONTROLS}
+        cmp, fit, val = f.compared[chain], f.identified[chain], f.validation[chain]
+        accuracy = _numbers(f.results[chain].base_acc)
+        unlearned = unlearned_reason(seeds, accuracy, T)
+
+        def nulls(values):
+            """Return one Null per control of this chain, each {model: value} from values(ensemble name)."""
+            return [Null(CONTROLS[c], values(n)) for c, n in controls.items()]
+
+        out.append(decide(_shifted(spec["model_accuracy"], bayes), by_seed(accuracy), paper=round(bayes, 4),
+                          null=nulls(lambda n: by_seed(f.results[n].base_acc))))
+        out.append(decide(_shifted(spec["core_rank"], r_exp), by_seed([int(r) for r in f.results[chain].rank]),
+                          paper=r_exp, null=nulls(lambda n: by_seed([int(r) for r in f.results[n].rank])),
+                          why=f"centred logits cap the rank at K − 1 = {K - 1}, which any model reaches"
+                          if r_exp == K - 1 else None))
+        out.append(decide(spec["keep_only_ratio"], by_seed(val["ratio"]),
+                          null=nulls(lambda n: by_seed(f.validation[n]["ratio"])),
+                          why="keep-only at a model's own energy rank keeps what its logits see, trained or not"))
+        removed = nulls(lambda n: by_seed(f.validation[n]["removed"]))
+        remove_spec = _shifted(spec["remove_only_accuracy"], guess)
+        out.append(decide(remove_spec, by_seed(val["removed"]), paper=round(guess, 4), null=removed,
+                          statistic=f"held-out accuracy with the core removed, against the stationary guess "
+                                    f"{guess:.4f} + 0.05", undecided=unlearned,
+                          why="the bound is on the accuracy left after the removal, which a model that never learned "
+                              "the chain meets with its core or without it" if _any_passes(remove_spec, removed)
+                          else None))
+        if chain == "paper":
+            out.extend(_difference_claims(f, by_seed, by_pair, unlearned))
+        out.append(decide(spec["cca_min"], by_pair(cmp["cca_min"]),
+                          null=nulls(lambda n: by_pair(f.compared[n]["cca_min"]))))
+        if chain == "paper":
+            out.append(decide(_SPEC["cca_mean"], float(np.mean(cmp["cca_all"])),
+                              null=nulls(lambda n: float(np.mean(f.compared[n]["cca_all"])))))
+        if chain == "paper":
+            apart = None
+        else:
+            shared = ", ".join(f"seed {s}: {d:.2f}" for s, d in zip(seeds, f.merged.shared_distance))
+            apart = (f"the models keep the states that share a row at whitened distance {shared} (0 for the Bayes "
+                     "code, which the oracle assumes); the bound is the paper's on its cyclic chain, and this chain "
+                     "is the book's" if f.merged.shared else None)
+        out.append(decide(spec["eig_max_error"], by_seed(fit["err"]),
+                          null=nulls(lambda n: by_seed(f.identified[n]["err"])), why=apart))
+        out.append(decide(spec["r2_core_over_oracle"], by_seed(fit["r2_ratio"]),
+                          statistic=f"R²_core / R²_oracle on held-out sequences (R²_oracle = {markov.oracle_r2(T):.4f})",
+                          null=nulls(lambda n: by_seed(f.identified[n]["r2_ratio"])), why=apart))
+        if chain != "paper":
+            distances = f.merged.apart_distance
+            out.append(reported(_SPEC["shared_row_distance_deficient"], np.round(f.merged.shared_distance, 3).tolist(),
+                                statistic="whitened distance between the mean core coordinates of the states that "
+                                          "share a row (0 for the Bayes code; the largest between states with "
+                                          f"different rows: {min(distances):.2f}–{max(distances):.2f})"))
+    return out
+
+
+def _difference_claims(f: Findings, by_seed, by_pair, unlearned: str | None) -> list[Claim]:
+    """Return the paper chain's claims that the seeds differ (weights, core subspaces) and their reported figures,
+    each against the same statistic where training is absent (the initial weights, the untrained cores)."""
+    cos = f.cosines
+    pair_cos = float(np.abs(subspaces.off_diagonal(cos["trained"])).max())
+    init_cos = float(np.abs(subspaces.off_diagonal(cos["init"])).max())
+    spec = _SPEC["weight_cosine_max"]
+    weight_nulls = [Null("the same seeds' independent random initialisations (no training)", init_cos),
+                    Null("each trained model against its own initialisation", by_seed(np.abs(cos["own_init"])))]
+    out = [decide(spec, pair_cos, null=weight_nulls, undecided=unlearned,
+                  why=f"the seeds' initial weights are as far apart ({init_cos:.4f}): random weights in this many "
+                      "dimensions are near-orthogonal before training, so the claim is a premise of the comparison, "
+                      "not an effect of training" if _any_passes(spec, weight_nulls[:1]) else None),
+           reported(_SPEC["weight_cosine_init"], init_cos)]
+    cmp, spec = f.compared["paper"], _SPEC["projector_overlap"]
+    overlap_nulls = [Null(f"{CONTROLS[c]} (cores at rank(T − 1πᵀ))", by_pair(f.compared[f"paper, {c}"]["percentile"]))
+                     for c in CONTROLS if f"paper, {c}" in f.compared]
+    out.append(decide(spec, by_pair(cmp["percentile"]), null=overlap_nulls, undecided=unlearned,
+                      statistic="percentile of the pair's core projector overlap ("
+                                + ", ".join(f"{o:.4f}" for o in subspaces.off_diagonal(cmp["overlap"]))
+                                + ") among 4000 pairs of random subspaces of the same ranks",
+                      why="cores that no training shaped are as near-orthogonal, so the claim is a premise of the "
+                          "comparison, not an effect of training" if _any_passes(spec, overlap_nulls) else None))
+    out.append(reported(_SPEC["projector_overlap_random"], cmp["random_mean"]))
+    return out

@@ -9,8 +9,6 @@ too.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Callable
 
 from corekit.inputs import (  # transitional: the chapters' functions below
@@ -28,6 +26,7 @@ from corekit.inputs import (  # transitional: the chapters' functions below
     seed_items,
     transformer_parameters,
 )
+from corekit.runs.notebooks import chapter_module
 
 # --------------------------------------------------------------------------------------------
 # One function per notebook
@@ -253,8 +252,6 @@ CHECKS: dict[str, Callable[[dict], None]] = {
 def chapter_check(notebook: str) -> Callable[[dict], None] | None:
     """Return the ``check_inputs`` of notebook ``NN_NAME``'s chapter module ``corekit.chapters.NAME``, None when it has
     none."""
-    name = notebook.split("_", 1)[1] if notebook[:2].isdigit() and "_" in notebook else notebook
-    if importlib.util.find_spec(f"corekit.chapters.{name}") is None:
-        return CHECKS.get(notebook)
-    check = getattr(importlib.import_module(f"corekit.chapters.{name}"), "check_inputs", None)
+    module = chapter_module(notebook)
+    check = getattr(module, "check_inputs", None) if module is not None else None
     return check if check is not None else CHECKS.get(notebook)

@@ -50,18 +50,7 @@ from typing import Any
 from corekit import runinfo
 from corekit.runs import paramspec
 from corekit.runs.parameters import declared
-from corekit.verdicts import (
-    FEW_MODELS,
-    NO_NULL,
-    VERDICTS,
-    Bound,
-    Claim,
-    Null,
-    as_nulls,
-    format_value,
-    to_jsonable,
-    verdict,
-)
+from corekit.verdicts import KINDS, VERDICTS, Bound, Claim, Null, Spec, decide, format_value, reported, to_jsonable
 
 
 def _torch_threads() -> int | None:
@@ -76,6 +65,16 @@ def verdict_of(record: dict) -> str:
     if verdict in VERDICTS:
         return verdict
     return {True: "pass", False: "fail"}.get(record.get("pass"), "reported")
+
+
+def kind_of(record: dict, own: bool = False) -> str:
+    """Return a metrics-file claim's kind (:data:`corekit.verdicts.KINDS`); a record written before claims had kinds
+    is a ``check`` when it has a no-null reason, else ``extension`` in a chapter of the book's own hypotheses
+    (``own``) and ``paper`` elsewhere."""
+    kind = record.get("kind")
+    if kind in KINDS:
+        return kind
+    return "check" if record.get("no_null") else "extension" if own else "paper"
 
 
 def null_text(record: dict) -> str:
@@ -220,49 +219,21 @@ class Claims:
         self.claims.append(claim)
         return claim
 
-    def check(self, id: str, value: Any, bound: Bound, *, statistic: str, null: Null | list[Null] | None = None,
-              no_null: str | None = None, covers: str | None = None, interval: tuple[float, float] | None = None,
-              undecided: str | None = None, paper: Any = None, authors: Any = None, why: str | None = None) -> Claim:
-        """Return the recorded tested claim ``id``: ``statistic`` (what ``value`` measures) against ``bound``.
+    def check(self, id: str, value: Any, bound: Bound, *, kind: str, statistic: str,
+              null: Null | list[Null] | None = None, no_null: str | None = None, covers: str | None = None,
+              interval: tuple[float, float] | None = None, undecided: str | None = None, paper: Any = None,
+              authors: Any = None, why: str | None = None) -> Claim:
+        """Return the recorded tested claim ``id`` of ``kind`` (:data:`corekit.verdicts.KINDS`): ``statistic`` (what
+        ``value`` measures) against ``bound``, decided by :func:`corekit.verdicts.decide` (a notebook without a chapter
+        module; the book's chapters declare their claims in their module and :meth:`add` them)."""
+        spec = Spec(id, kind, statistic, bound, paper=paper, covers=covers, no_null=no_null)
+        return self._append(decide(spec, value, null=null, interval=interval, undecided=undecided, why=why,
+                                   authors=authors))
 
-        ``value`` is a number or boolean, or {model: value} for a claim over the models ``covers`` names (stated
-        before the run; it holds only when every model satisfies the bound). ``null`` is the same statistic on a
-        case without the effect; a claim without one names a :data:`NO_NULL` reason. ``interval`` is the value's
-        interval (tested by the ``interval_*`` bounds, shown beside it); ``undecided`` the computed reason why this
-        run cannot decide the claim; ``why`` context added to the reason of any verdict but pass.
-        """
-        if not isinstance(bound, Bound):
-            raise TypeError(f"claim {id!r}: bound must be a Bound (at_least, at_most, ...), got {bound!r}")
-        if not isinstance(statistic, str) or not statistic.strip():
-            raise ValueError(f"claim {id!r}: statistic must say what the value measures")
-        nulls = as_nulls(null)
-        if not nulls and no_null not in NO_NULL:
-            raise ValueError(f"claim {id!r} has no null: give null=Null(...) or no_null= one of {sorted(NO_NULL)}, "
-                             f"got {no_null!r}")
-        if nulls and no_null is not None:
-            raise ValueError(f"claim {id!r}: give a null or a no_null reason, not both")
-        if isinstance(value, dict) and not covers:
-            raise ValueError(f"claim {id!r} is over models: covers must say which models, chosen before the run")
-        for text, name in ((why, "why"), (undecided, "undecided")):
-            if text is not None and (not isinstance(text, str) or not text.strip()):
-                raise ValueError(f"{name} for claim {id!r} must be a non-empty string, got {text!r}")
-        result, reason, models = verdict(value, bound, nulls=nulls, interval=interval, undecided=undecided, why=why)
-        target = f"{statistic.strip()} {bound.text}"
-        if models is not None:
-            target += f", for every one of {covers}"
-            if models["n"] < FEW_MODELS:
-                target += f" (only {models['n']} model{'s' * (models['n'] > 1)})"
-            models = {**models, "covers": covers}
-        return self._append(Claim(id=id, measured=value, target=target, verdict=result, paper=paper, authors=authors,
-                                  reason=reason, nulls=tuple(n.as_dict(bound) for n in nulls), no_null=no_null,
-                                  models=models, interval=None if interval is None else tuple(interval)))
-
-    def report(self, id: str, value: Any, *, statistic: str, paper: Any = None, authors: Any = None) -> Claim:
-        """Return the recorded figure ``id`` (reported, not tested): ``statistic`` says what ``value`` is."""
-        if not isinstance(statistic, str) or not statistic.strip():
-            raise ValueError(f"claim {id!r}: statistic must say what the value is")
-        return self._append(Claim(id=id, measured=value, target=f"reported: {statistic.strip()}",
-                                  verdict="reported", paper=paper, authors=authors))
+    def report(self, id: str, value: Any, *, kind: str, statistic: str, paper: Any = None,
+               authors: Any = None) -> Claim:
+        """Return the recorded figure ``id`` of ``kind`` (reported, not tested): ``statistic`` says what ``value`` is."""
+        return self._append(reported(Spec(id, kind, statistic, paper=paper), value, authors=authors))
 
     def __getitem__(self, id: str) -> Claim:
         for claim in self.claims:

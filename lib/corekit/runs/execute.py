@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NoReturn
+from typing import Iterator, NoReturn
 
 from corekit.runs import owned
 from corekit.runs.claims import VERDICT_STYLE, verdict_of
@@ -117,6 +117,9 @@ class CtrlC:
 
             def __init__(self, **kwargs):
                 super().__init__(**kwargs)
+                if os.name == "posix":          # local sockets: no port, and no warning about plain-text TCP
+                    self.transport = "ipc"
+                    self.ip = os.path.join(ctrl_c.sockets(), f"kernel-{len(ctrl_c.managers)}")
                 ctrl_c.managers.append(self)
 
             async def start_kernel(self, **kwargs) -> None:
@@ -128,6 +131,13 @@ class CtrlC:
 
         self.manager_class = RecordedKernelManager
         self.previous = {}
+        self._sockets: str | None = None
+
+    def sockets(self) -> str:
+        """Return the private folder of the kernels' IPC sockets (made on first use, removed on exit)."""
+        if self._sockets is None:
+            self._sockets = tempfile.mkdtemp(prefix="corekit-kernel-")
+        return self._sockets
 
     def __enter__(self) -> CtrlC:
         if threading.current_thread() is threading.main_thread() and os.name == "posix":
@@ -137,6 +147,8 @@ class CtrlC:
     def __exit__(self, *exc) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
 
     def _handle(self, signum, frame) -> None:
         if self.received:
@@ -489,21 +501,33 @@ def unchanged_note(final: Outputs) -> str:
     return f"; the last complete run ({final.metrics.name}) is unchanged" if final.metrics.is_file() else ""
 
 
-def _short(value: Any, width: int = 48) -> str:
-    """Return ``value`` as compact JSON, cut to ``width`` characters."""
-    text = json.dumps(value, separators=(",", ":"))
+#: The widest value and reason the terminal's claims table prints.
+SUMMARY_WIDTH = 60
+REASON_WIDTH = 110
+
+
+def _cut(text: str, width: int) -> str:
+    """Return ``text`` on one line, cut to ``width`` characters."""
+    text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def summary(metrics: dict) -> str:
-    """Return one line per claim (id, measured, verdict) under a line with the notebook and runtime."""
+    """Return the terminal's claims table: a line with the notebook and runtime, then one line per claim (id, value
+    rounded, a claim over models as k of n with its worst or failing models, verdict) and, under every claim that is
+    not a pass nor a figure, its reason."""
+    from corekit.runs.claims_view import models_summary, value_summary
+
     claims = metrics.get("claims", [])
     lines = [f"{metrics.get('notebook')}: {len(claims)} claims, runtime {metrics['runtime_s']:.1f} s "
              f"({metrics.get('profile')} profile)"]
     ids = [c["id"] for c in claims]
-    measured = [_short(c.get("measured")) for c in claims]
+    measured = [_cut(models_summary(c) or value_summary(c.get("measured")), SUMMARY_WIDTH) for c in claims]
     id_width, value_width = (max(map(len, column), default=0) for column in (ids, measured))
-    lines += [f"  {i:<{id_width}}  {m:<{value_width}}  {VERDICT_STYLE[verdict_of(c)][0]}"
-              for i, m, c in zip(ids, measured, claims, strict=True)]
+    for i, m, c in zip(ids, measured, claims, strict=True):
+        verdict = verdict_of(c)
+        lines.append(f"  {i:<{id_width}}  {m:<{value_width}}  {VERDICT_STYLE[verdict][0]}")
+        if verdict not in ("pass", "reported") and c.get("reason"):
+            lines.append(f"  {'':<{id_width}}    {_cut(c['reason'], REASON_WIDTH)}")
     return "\n".join(lines)
 

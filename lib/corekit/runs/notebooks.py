@@ -1,10 +1,13 @@
 """The book as files: its root, its notebooks (``notebooks/NN_name.py`` paired with ``.ipynb``) and ``_toc.yml``."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -142,3 +145,11 @@ def toc_notebooks(root: Path) -> list[str]:
                            f"exists; notebooks present: {', '.join(notebook_names(root)) or '(none)'}")
     return names
 
+
+def chapter_module(notebook: str) -> ModuleType | None:
+    """Return notebook ``NN_NAME``'s chapter module ``corekit.chapters.NAME`` (imported), None when it has none."""
+    name = notebook.split("_", 1)[1] if notebook[:2].isdigit() and "_" in notebook else notebook
+    if importlib.util.find_spec("corekit.chapters") is None or \
+            importlib.util.find_spec(f"corekit.chapters.{name}") is None:
+        return None
+    return importlib.import_module(f"corekit.chapters.{name}")

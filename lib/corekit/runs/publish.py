@@ -30,10 +30,18 @@ from typing import Collection, Iterable, Iterator
 
 from corekit import oracle
 from corekit.runs import owned, vouch
-from corekit.runs.claims import VERDICT_STYLE, id_html, verdict_of
+from corekit.runs.claims import VERDICT_STYLE, id_html, kind_of, verdict_of
 from corekit.runs.claims_view import claims_html, model_name, models_summary, per_model_values, shorten_lists, value_summary
 from corekit.runs.errors import CorekitError, Problems
-from corekit.runs.notebooks import NOTEBOOK_NAME, PROFILES, Notebook, notebook_names, toc_files, toc_notebooks
+from corekit.runs.notebooks import (
+    NOTEBOOK_NAME,
+    PROFILES,
+    Notebook,
+    chapter_module,
+    notebook_names,
+    toc_files,
+    toc_notebooks,
+)
 from corekit.runs.parameters import accepted_values, effective_parameters, read_profile, resolved_parameters
 from corekit.runs.portable import portable_parameters, portable_value
 from corekit.runs.site import build_html, marking, stage_book, stage_notebook
@@ -550,9 +558,11 @@ def title(run: Run) -> str:
 TALLY_COLOURS = tuple(VERDICT_STYLE[v][1] for v in VERDICTS)
 
 
-def tally(metrics: dict) -> dict[str, int]:
-    """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.verdicts.VERDICTS`."""
-    verdicts = [verdict_of(c) for c in metrics.get("claims", [])]
+def tally(metrics: dict, kinds: Collection[str] | None = None, own: bool = False) -> dict[str, int]:
+    """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.verdicts.VERDICTS`,
+    counting only the claims of ``kinds`` when given (a chapter of the book's own hypotheses when ``own``,
+    :func:`corekit.runs.claims.kind_of`)."""
+    verdicts = [verdict_of(c) for c in metrics.get("claims", []) if kinds is None or kind_of(c, own) in kinds]
     return {v: verdicts.count(v) for v in VERDICTS}
 
 
@@ -594,19 +604,20 @@ def own_hypotheses(root: Path, names: Iterable[str]) -> frozenset[str]:
 
 
 def front_tally(runs: dict[str, Run], own: Collection[str], papers_of: dict[str, str] | None = None) -> str:
-    """Return the front page's sentence: how many of the papers' tested claims the shown runs reproduce, then, with
-    ``papers_of`` (chapter -> the paper it reproduces), the same per paper, and apart from them how many of the
-    hypotheses of the book's own chapters (``own``) hold."""
-    def total(names):
-        return {k: sum(tally(runs[n].metrics)[k] for n in names) for k in VERDICTS}
+    """Return the front page's sentence: how many of the papers' own claims (kind ``paper``) the shown runs reproduce,
+    then, with ``papers_of`` (chapter -> the paper it reproduces), the same per paper; apart from them, the book's
+    own claims (the chapters of its hypotheses, ``own``, and ``extension`` claims elsewhere), and the checks and
+    preconditions, which are never counted as reproduced claims."""
+    def total(names, kinds):
+        return {k: sum(tally(runs[n].metrics, kinds, n in own)[k] for n in names) for k in VERDICTS}
 
     def tested(counts):
         return sum(counts[v] for v in VERDICTS if v != "reported")
 
-    papers = total([n for n in runs if n not in own])
-    kind = "published runs" if all(run.published for run in runs.values()) else "runs this book shows"
+    papers = total([n for n in runs if n not in own], {"paper"})
+    shown = "published runs" if all(run.published for run in runs.values()) else "runs this book shows"
     others = ", ".join(f"{papers[v]} {v}" for v in ("fail", "uninformative", "undecided"))
-    sentence = (f"{papers['pass']} of {tested(papers)} tested claims reproduce on the {kind} "
+    sentence = (f"{papers['pass']} of {tested(papers)} tested claims of the papers reproduce on the {shown} "
                 f"({others}; {papers['reported']} more figures are reported, not tested).")
     by_paper: dict[str, list[str]] = {}
     for name in runs:
@@ -615,15 +626,19 @@ def front_tally(runs: dict[str, Run], own: Collection[str], papers_of: dict[str,
     if by_paper:
         parts = []
         for paper, names in by_paper.items():
-            counts = total(names)
+            counts = total(names, {"paper"})
             parts.append(f"{paper} (chapters {', '.join(n[:2] for n in names)}): {counts['pass']} of {tested(counts)}")
         sentence += " By paper: " + "; ".join(parts) + "."
-    own = [n for n in runs if n in own]
-    if own:
-        mine = total(own)
-        sentence += (f" Apart from them, chapter{'s' * (len(own) > 1)} {', '.join(n[:2] for n in own)} "
-                     f"test{'s' * (len(own) == 1)} hypotheses of this book, not of a paper: "
+    book = {n: {"extension"} | ({"paper"} if n in own else set()) for n in runs}    # an own chapter's claims are its
+    mine = {k: sum(tally(runs[n].metrics, book[n], n in own)[k] for n in runs) for k in VERDICTS}   # hypotheses
+    if tested(mine):
+        chapters = [n[:2] for n in runs if tested(tally(runs[n].metrics, book[n], n in own))]
+        sentence += (f" Apart from them, the book's own hypotheses (chapters {', '.join(chapters)}): "
                      f"{mine['pass']} of {tested(mine)} hold.")
+    checks = total(list(runs), {"check", "precondition"})
+    if tested(checks):
+        sentence += (f" Checks of the computation and preconditions of the claims (not counted above): "
+                     f"{checks['pass']} of {tested(checks)} hold.")
     return sentence
 
 
@@ -846,57 +861,10 @@ def measured_table(claim: dict) -> str:
                       ":class-body: corekit-scroll-box", "", *rows, ":::"])
 
 
-def declared_claim_ids(py: Path) -> list[str]:
-    """Return the claim ids a notebook source records (``claims.check`` / ``claims.report``): a literal id, or an
-    f-string id inside ``for`` loops over literal tuples, expanded once per iteration."""
-    import ast
-    import itertools
-
-    def bindings(target: ast.expr, value) -> dict | None:
-        if isinstance(target, ast.Name):
-            return {target.id: value}
-        if isinstance(target, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(target.elts):
-            bound = [bindings(t, v) for t, v in zip(target.elts, value)]
-            return None if None in bound else {k: v for b in bound for k, v in b.items()}
-        return None
-
-    def render(node: ast.expr, scope: dict) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for part in node.values:
-                if isinstance(part, ast.Constant):
-                    parts.append(str(part.value))
-                elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-                      and part.value.id in scope and part.format_spec is None and part.conversion == -1):
-                    parts.append(str(scope[part.value.id]))
-                else:
-                    return None
-            return "".join(parts)
-        return None
-
-    def scopes(node: ast.AST, scope: dict):
-        if isinstance(node, ast.For):
-            try:
-                values = ast.literal_eval(node.iter)
-            except ValueError:
-                values = None
-            if isinstance(values, (tuple, list)):
-                for value in values:
-                    bound = bindings(node.target, value)
-                    if bound is not None:
-                        for child in itertools.chain(node.body, node.orelse):
-                            yield from scopes(child, scope | bound)
-                return
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("check", "report") and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "claims" and node.args):
-            yield render(node.args[0], scope)
-        for child in ast.iter_child_nodes(node):
-            yield from scopes(child, scope)
-
-    return list(dict.fromkeys(i for i in scopes(ast.parse(py.read_text()), {}) if i is not None))
+def declared_claim_ids(notebook: str) -> list[str]:
+    """Return the claim ids notebook ``notebook``'s chapter module declares (its ``CLAIMS``), none without one."""
+    module = chapter_module(notebook)
+    return [spec.id for spec in getattr(module, "CLAIMS", ())] if module is not None else []
 
 
 #: What a prose page shows for a claim the notebook records now but the shown (stale) run predates.
@@ -921,7 +889,7 @@ def claim_substitutions(runs: dict[str, Run], root: Path | None = None) -> dict[
     for name, run in runs.items() if root is not None else ():
         nb = Notebook(root, name)
         if nb.py.is_file() and stale_reason(nb, run.metrics):
-            for claim_id in declared_claim_ids(nb.py):
+            for claim_id in declared_claim_ids(name):
                 texts.setdefault(substitution_key(name, claim_id), NOT_IN_STALE_RUN)
                 texts.setdefault(substitution_key(name, claim_id) + TABLE_SUFFIX, "")
     return texts
