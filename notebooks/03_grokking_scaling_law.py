@@ -132,8 +132,6 @@ p_settings = SweepSettings(model=sweep_model, equals_token=equals_token, drop_la
                            train_frac=train_frac, data_seed=data_seed, max_steps=p_max_epochs, margin=margin,
                            eval_every=eval_every)
 omega_settings = dataclasses.replace(p_settings, max_steps=omega_max_epochs * omega_epoch_steps)
-p_specs = grid(p_values, [sweep_weight_decay], seeds)
-omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
 
 # %% [markdown]
 # ## Running both sweeps
@@ -142,6 +140,8 @@ omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
 # the same batch size and step budget) is trained once and used in both.
 
 # %%
+p_specs = grid(p_values, [sweep_weight_decay], seeds)
+omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
 run_options = dict(executor=executor, ray_address=ray_address or None, device=str(dev), max_models=max_models_per_shard or None,
                    checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every)
 p_runs, omega_runs, results = run_both_sweeps(p_specs, omega_specs, p_settings, omega_settings, **run_options)
@@ -160,10 +160,10 @@ table([{"p": row["p"], "ω": f"{row['weight_decay']:g}", "seed": row["seed"], "t
 # %% [markdown]
 # ## What a run looks like
 #
-# Training and test accuracy of the first seed at each weight decay of the $\omega$ sweep: the
-# training set is fitted early, the test accuracy jumps later, and the jump comes sooner under
-# stronger weight decay ({numref}`fig-03-accuracy`). The dots mark the two steps whose difference is
-# $\tau$.
+# Training and test accuracy of the first seed at each weight decay of the $\omega$ sweep
+# ({numref}`fig-03-accuracy`). The dots mark the steps where each reaches 0.99; their difference is
+# $\tau$. If $\tau \propto 1/\omega$, the gap between the two dots of a colour narrows as $\omega$
+# grows; a curve without a second dot did not grok within its budget.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Training (dotted) and held-out (solid) accuracy for each weight decay \u03c9 of the \u03c9 sweep, with the steps where each reaches 0.99 (dots); grokking time \u03c4 is the gap between them.", "name": "fig-03-accuracy"}}
 fig, ax = plt.subplots(figsize=(8, 3.6))
@@ -293,151 +293,51 @@ plt.show()
 # %% [markdown]
 # ## Claims
 #
-# Exponents are point estimates on the geometric means with 95% bootstrap intervals over seeds.
-# Each tested claim carries a null computed in this run: the exponents are fitted again after
-# permuting the runs' τ among the points they are fitted on (τ with no dependence on ω or p), each
-# collapse is measured on τ permuted among the runs it covers, the log law's R² is measured on a plain
-# power law through the same moduli (no pole) and on τ shuffled among the moduli, and the comparison
-# of the two laws on data drawn from each fitted law.
+# `grokking_scaling_law.claims` decides every claim on what the steps above returned. The paper
+# states the law $\tau \propto 1/(\omega p)$ for grokking in general, not for its one setting, so the
+# exponents and the collapse are tested against the law (−1, one level) at any profile; the paper's own
+# fit at p 53, −1.02, stands beside the ω exponent. Exponents are point estimates on the geometric
+# means, with 95% bootstrap intervals over the seeds. Every tested claim carries a null computed in
+# this run, a case without the effect that the bound must reject:
 #
-# - `omega_exponent`: τ ∝ 1/ω, as the paper states it: the exponent within −1 ± 0.15 (the paper's
-#   fit, −1.02, and the law's −1 both satisfy it), with its interval beside it.
-# - `p_exponent`: τ ∝ 1/p, as the paper states it, holds only for $p \gg p_c$ (the log law
-#   $-\Omega \log(1 - p_c/p)$ is steeper near $p_c$): the exponent is fitted on the moduli at least
-#   $3 p_c$ (with $p_c$ from the log law fitted on all moduli), and its interval must contain −1; with
-#   fewer than three such moduli the claim is undecided. `p_exponent_of_log_law` reports the exponent
-#   the fitted log law itself has over the same moduli ($-x / ((1 - x)(-\log(1 - x)))$ with
-#   $x = p_c/p$): a property of the fit, −1 for any data once $p \gg p_c$, so it is not a test.
-# - `collapse_omega` and `collapse_p_far`: if τ ∝ 1/(ωp), the per-point geometric means of τωp agree
-#   within a factor 1.5 (max/min), tested over the ω sweep and over the moduli ≥ 3 $p_c$ separately
-#   (moduli near $p_c$ are expected to lie above the level); `collapse_max_min` over every point and
-#   `collapse_cv` over every run are reported.
-# - `log_law_r2`: the R² (in τ space) of the log law with $p_c$ strictly inside $(0, \min p)$ (a
-#   $p_c$ pinned at either end counts as no fit). Two parameters through a few decreasing points fit
-#   almost any decreasing τ(p), so a plain power law through the same moduli is its null.
-# - `log_law_vs_power_law_aic`: AIC(log law) − AIC(power law), both scored at the fitted moduli only
-#   (all above the fitted $p_c$, so the difference is finite for a law with a pole); ≤ 0 favours
-#   the log law. Its null is the 5th percentile of the same difference over 200 data sets drawn from
-#   the fitted power law with the data's scatter (if the log law wins that often on data without a
-#   pole, a pass means nothing); its power is the share of 200 data sets drawn from the fitted log law
-#   on which the log law wins (if that share is high, a fail means the data reject the log law).
+# - `omega_exponent` (paper): τ ∝ 1/ω, the exponent within −1 ± 0.15, with its interval beside it.
+#   Null: the same fit after permuting the runs' τ among the weight decays (τ with no dependence on ω).
+# - `p_exponent` (paper): τ ∝ 1/p holds only for $p \gg p_c$ (the log law
+#   $-\Omega \log(1 - p_c/p)$ is steeper near $p_c$), so the exponent is fitted on the moduli at least
+#   $3 p_c$ ($p_c$ from the log law fitted on all moduli) and its interval must contain −1. Null: the
+#   same fit with τ permuted among those moduli. With fewer than three such moduli the claim is
+#   undecided. `p_exponent_of_log_law` reports the exponent the fitted log law itself has over the same
+#   moduli ($-x / ((1 - x)(-\log(1 - x)))$ with $x = p_c/p$): a property of the fit, −1 for any data
+#   once $p \gg p_c$, so it is not a test.
+# - `collapse_omega` and `collapse_p_far` (paper): if τ ∝ 1/(ωp), the per-point geometric means of τωp
+#   agree within a factor 1.5 (max/min), tested over the ω sweep and over the moduli ≥ 3 $p_c$
+#   separately (moduli near $p_c$ are expected to lie above the level). Two nulls: τ permuted among the
+#   runs the collapse covers, and τ with no dependence on ω or p at all (every point given all the
+#   runs' τ), whose τωp spreads exactly as ω·p does. A sweep whose ω·p spans less than a factor 1.5
+#   cannot tell a collapse from no dependence, and its pass is uninformative. `collapse_max_min` over
+#   every point and `collapse_cv` over every run are reported.
+# - `log_law_r2` (paper: the authors fit this law): the R² (in τ space) of the log law with $p_c$
+#   strictly inside $(0, \min p)$ (a $p_c$ pinned at either end counts as no fit). Two parameters
+#   through a few decreasing points fit almost any decreasing τ(p), so its nulls are a plain power law
+#   through the same moduli (no pole) and τ permuted among the moduli.
+# - `log_law_vs_power_law_aic` (the book's comparison): AIC(log law) − AIC(power law), both scored at
+#   the fitted moduli only (all above the fitted $p_c$, so the difference is finite for a law with a
+#   pole); ≤ 0 favours the log law. Its null is the 5th percentile of the same difference over 200 data
+#   sets drawn from the fitted power law with the data's scatter (if the log law wins that often on
+#   data without a pole, a pass means nothing). The other way round, 200 data sets drawn from the
+#   fitted log law say what a positive difference means: if at least 5% of them give one as large, the
+#   power law's lead does not reject the log law and the claim is undecided; `aic_power_from_log_law`
+#   is the share of them on which the log law wins. With fewer than three moduli both laws fit exactly
+#   and both law claims are undecided.
 #
-# `tau_resolution` is the largest `eval_every` / τ over the grokked runs: how finely τ was measured.
+# `censored_runs` counts the runs that did not grok within their budget (they are left out of the fits),
+# and `tau_resolution` is the largest `eval_every` / τ over the grokked runs: how finely τ was measured.
 
 # %%
-from corekit.chapters.grokking_scaling_law import exponent_interval, log_law_r2_inside, no_fit_interval
-from corekit.runs.claims import Null, at_least, at_most, equal_to, interval_contains
-
-no_fit = no_fit_interval(n_boot)
-omega_k, p_k = exponents.get("ω", no_fit), exponents.get("p", no_fit)
-log_r2, p_c = (log_fit.r2, log_fit.params["p_c"]) if log_fit is not None else (float("nan"), float("nan"))
-taus = [r.tau for r in results if not r.censored and r.tau > 0]
-paper_profile = ("the paper profile (notebooks/params/paper/03_grokking_scaling_law.yaml: moduli 31–101, the ω sweep "
-                 "at p 53) decides it, about 40 single-thread CPU-hours or ≤ 10 min on one H200")
-steps_ = lambda t: "none grokked" if t is None else f"{t:.0f}"  # noqa: E731
-omega_null = exponent_interval(scaling.permuted_points(omega_points, seed=0), n_boot)
-claims.check("omega_exponent", round(omega_k.estimate, 3), equal_to(-1, 0.15),
-             interval=(round(omega_k.low, 3), round(omega_k.high, 3)),
-             statistic=f"power-law exponent of τ in ω ({omega_k.describe()} of the seeds beside it)",
-             null=Null("the same fit with τ permuted among the ω sweep's runs", round(omega_null.estimate, 3),
-                       interval=(round(omega_null.low, 3), round(omega_null.high, 3))),
-             paper=-1.02, why=f"interval [{omega_k.low:.3f}, {omega_k.high:.3f}] over ω = {min(weight_decays)}–"
-                              f"{max(weight_decays)} at p = {omega_p}, {len(censored)} runs censored")
-p_far = {x: p_points[x] for x in far}
-p_test_k = exponent_interval(p_far, n_boot) if len(far) >= 3 else no_fit
-p_null = exponent_interval(scaling.permuted_points(p_far, seed=0), n_boot) if len(far) >= 3 else no_fit
-p_undecided = (None if len(far) >= 3 else
-               "the log law did not converge, so p_c and the moduli with p ≫ p_c are unknown; " + paper_profile
-               if log_fit is None else
-               f"only {len(far)} of the moduli run ({', '.join(f'{x:g}' for x in p_points)}) reach 3 p_c = "
-               f"{3 * p_c:.0f} (p_c {p_c:.1f} from the log-law fit), and τ ∝ 1/p is claimed for p ≫ p_c; "
-               "three or more such moduli decide it")
-claims.check("p_exponent", round(p_test_k.estimate, 3), interval_contains(-1),
-             interval=(round(p_test_k.low, 3), round(p_test_k.high, 3)),
-             statistic=f"power-law exponent of τ in p over the moduli ≥ 3 p_c ({p_test_k.describe()} of the seeds)",
-             null=Null("the same fit with τ permuted among the runs of those moduli (no dependence on p)",
-                       round(p_null.estimate, 3), interval=(round(p_null.low, 3), round(p_null.high, 3))),
-             paper="≈ −1 (τ ∝ 1/p)", undecided=p_undecided,
-             why=f"fitted over p = {', '.join(f'{x:g}' for x in far)} (3 p_c = {3 * p_c:.1f}); over all moduli "
-                 f"{p_k.summary()}; from p {p_times[0]['p']} to {p_times[-1]['p']} t_train goes "
-                 f"{steps_(p_times[0]['t_train'])} → {steps_(p_times[-1]['t_train'])} steps and t_test "
-                 f"{steps_(p_times[0]['t_test'])} → {steps_(p_times[-1]['t_test'])}")
-claims.report("p_exponent_all_moduli", [round(v, 3) for v in (p_k.estimate, p_k.low, p_k.high)], paper="reported",
-              statistic=f"power-law exponent of τ in p over every modulus [estimate, low, high] ({p_k.describe()})")
-law_exponent = lambda fit_, xs: (scaling.power_law_fit(xs, fit_.predict(xs)).params["k"]  # noqa: E731
-                                 if fit_ is not None and fit_.params["Omega"] > 0 and len(xs) >= 2 else float("nan"))
-claims.report("p_exponent_of_log_law", round(law_exponent(log_fit, np.asarray(far, dtype=float)), 3),
-              paper="→ −1 for p ≫ p_c", statistic="power-law exponent of the fitted log law over the moduli ≥ 3 p_c "
-                                                   "(a property of the fit: −1 for any data once p ≫ p_c)")
-pw_points = {}
-for r in results:
-    if not r.censored and r.tau > 0:
-        pw_points.setdefault((float(r.p), float(r.weight_decay)), []).append(r.tau)
-pw_points = {k: np.asarray(v, dtype=float) for k, v in pw_points.items()}
-subsets = {"omega": ("the ω sweep", {k: v for k, v in pw_points.items() if k[0] == omega_p}),
-           "p_far": ("the moduli ≥ 3 p_c", {k: v for k, v in pw_points.items()
-                                            if k[0] in far and k[1] == sweep_weight_decay})}
-for name, (where, points_) in subsets.items():
-    enough = len(points_) >= 2
-    value = scaling.collapse_ratio(points_) if enough else float("nan")
-    shuffled = scaling.collapse_ratio(scaling.permuted_points(points_, seed=0)) if enough else float("nan")
-    claims.check(f"collapse_{name}", round(value, 3), at_most(1.5),
-                 statistic=f"max / min over the points of {where} of the geometric mean of τ·ω·p",
-                 null=Null(f"the same with τ permuted among the runs of {where} (no dependence on ω or p)",
-                           round(shuffled, 3)),
-                 paper="τ ∝ 1/(ωp): one level", undecided=None if enough else f"fewer than two points in {where}",
-                 why="per-point geometric means of τωp: " + ", ".join(
-                     f"(p {k[0]:g}, ω {k[1]:g}) {np.exp(np.log(v).mean()) * k[0] * k[1]:.0f}" for k, v in points_.items()))
-claims.report("collapse_max_min", round(scaling.collapse_ratio(pw_points), 3) if len(pw_points) >= 2 else None,
-              paper="reported", statistic="max / min of the geometric mean of τ·ω·p over every point of both sweeps")
-claims.report("collapse_cv", round(collapse_cv, 3), paper="reported", statistic="CV of τ·ω·p over grokked runs")
-gm_p = scaling.geometric_means(p_points) if scaling.fittable(p_points) else (np.array([]), np.array([]))
-try:
-    shuffled_fit = scaling.log_law_fit(*scaling.geometric_means(scaling.permuted_points(p_points, seed=0)))
-except (RuntimeError, ValueError):
-    shuffled_fit = None
-r2_power = log_law_r2_inside(gm_p[0], fits["p"].predict(gm_p[0])) if "p" in fits and len(gm_p[0]) >= 3 else None
-r2_shuffled = (round(shuffled_fit.r2, 3) if shuffled_fit is not None
-               and 1e-3 * min(p_values) < shuffled_fit.params["p_c"] < (1 - 1e-3) * min(p_values) else None)
-claims.check("log_law_r2", round(log_r2, 3) if log_fit is not None and log_law_r2_inside(*gm_p) is not None else None,
-             at_least(0.9), statistic=f"R² of τ(p) = −Ω log(1 − p_c/p) with 0 < p_c < min p = {min(p_values)}",
-             null=[Null("a plain power law through the same moduli (no pole)", r2_power),
-                   Null("τ permuted among the moduli", r2_shuffled)],
-             paper="the authors' fit (grok_sweep.py)",
-             why=f"R² {log_r2:.3f} with p_c {p_c:.3g} over p = {min(p_values)}–{max(p_values)}")
-claims.report("log_law_p_c", [round(v, 2) for v in (p_c_interval.estimate, p_c_interval.low, p_c_interval.high)]
-              if p_c_interval else None, paper="reported",
-              statistic=f"p_c [estimate, low, high] ({p_c_interval.describe() if p_c_interval else 'no fit'})")
-aic_diff = scaling.aic_difference(*gm_p) if len(gm_p[0]) >= 2 else float("nan")
-power_draws = scaling.power_law_aic_null(*gm_p, n_draws=200) if len(gm_p[0]) >= 3 else np.array([float("nan")])
-log_draws = (scaling.log_law_aic_null(*gm_p, n_draws=200) if len(gm_p[0]) >= 3 and log_fit is not None
-             else np.array([float("nan")]))
-aic_null = float(np.nanpercentile(power_draws, 5)) if np.isfinite(power_draws).any() else float("nan")
-log_wins = float(np.mean(log_draws[np.isfinite(log_draws)] <= 0)) if np.isfinite(log_draws).any() else float("nan")
-claims.check("log_law_vs_power_law_aic", round(aic_diff, 3), at_most(0),
-             statistic="AIC(log law) − AIC(power law) in log τ at the fitted moduli",
-             null=Null("5th percentile over 200 data sets drawn from the fitted power law with the data's scatter",
-                       round(aic_null, 3)),
-             paper=None, why=(f"AIC {laws['aic_log']:.3g} (log law) against {laws['aic_power']:.3g} (power law); on 200 "
-                              f"data sets drawn from the fitted log law the log law wins {log_wins:.0%} of the time "
-                              f"(the comparison's power); {int(np.isnan(power_draws).sum())} of the power-law draws "
-                              "had no log-law fit") if laws else "no log-law fit")
-claims.report("aic_power_from_log_law", round(log_wins, 3), paper="reported",
-              statistic="share of 200 data sets drawn from the fitted log law on which the log law wins the AIC")
-claims.report("times_per_modulus", {f"p {row['p']}": [None if row[k] is None else round(row[k]) for k in
-                                                      ("t_train", "t_test", "tau")] for row in p_times},
-              paper="reported", statistic=f"geometric means [t_train, t_test, τ] per modulus at lr {lr:g}")
-claims.report("probe_paper_lr", {**{f"p {row['p']}": [None if row[k] is None else round(row[k]) for k in
-                                                      ("t_train", "t_test", "tau")] for row in probe_times},
-                                 **{f"exponent, {k}": None if v is None else round(v, 3) for k, v in probe_k.items()}},
-              paper="reported", statistic=f"[t_train, t_test, τ] at lr {probe_lr:g} on p = {probe_p_values}, and the "
-                                          f"exponent of τ between those moduli at lr {lr:g} and {probe_lr:g}")
-claims.report("censored_runs", len(censored), paper="reported", statistic=f"runs censored, of {len(results)}")
-claims.report("omega_exponent_censored_bound", round(sweep_fits.omega_k_bound, 3), paper="reported",
-              statistic="ω exponent with censored runs at their lower bound instead of left out")
-claims.report("bootstrap_failed_resamples", {"ω": omega_k.failed, "p": p_k.failed}, paper="reported",
-              statistic=f"resamples of {n_boot} that left too few points to fit (excluded from the intervals)")
-claims.report("tau_resolution", round(eval_every / min(taus), 4) if taus else None, paper="τ measured every step",
-              statistic="largest eval_every / τ over grokked runs")
+findings = grokking_scaling_law.Findings(
+    fits=sweep_fits, results=results, p_runs=p_runs, probe_runs=probe_runs, omega_p=omega_p,
+    sweep_weight_decay=sweep_weight_decay, lr=lr, probe_lr=probe_lr, probe_p_values=probe_p_values,
+    eval_every=eval_every, n_boot=n_boot)
+claims.add(*grokking_scaling_law.claims(findings))
 claims.write()
 claims.table()

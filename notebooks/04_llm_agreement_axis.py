@@ -47,7 +47,8 @@
 # 3. *Axis* (`find_axis`): ACE ([the method page](../book/ace.md)) with a **rank-1 core** from the
 #    covariance of $h_l$ and $\mathrm{Obs} = \mathbb{E}[g g^\top]$ on the *training* prompts.
 # 4. *Ablations* (`sweep`): keep-only / remove / flip of the core at the last position, then at every
-#    position from the subject on; the layer is the lowest flip AUROC on the training prompts.
+#    position from the subject on; the layer is the lowest flip AUROC on the training prompts among the layers
+#    below the last (layer $L$ is measured and reported beside, not chosen: see step 4).
 # 5. *Sufficient rank* (`sufficient_rank`): how many core dimensions keep-only needs to keep the
 #    model's AUROC, so that "one dimension suffices" is measured per model.
 # 6. *Margin fit* (`fit_margin`) and 7. *generation with the flip* (`flip_generation`), greedy and
@@ -93,21 +94,12 @@ import numpy as np
 from IPython.display import display
 
 from corekit import lm as language_models
-from corekit import oracle, plots, stats
-from corekit.chapters.llm_agreement_axis import (
-    LAST_LAYER_RECIPES,
-    authors_sentences_comparisons,
-    find_axis,
-    fit_margin,
-    flip_generation,
-    measure,
-    newest_position_generation,
-    recipe_spearman,
-    spearman_pairs,
-    spread_layers,
-    sufficient_rank,
-    sweep,
-)
+from corekit import oracle, plots
+from corekit.chapters import llm_agreement_axis
+from corekit.chapters.llm_agreement_axis import (LAST_LAYER_RECIPES, authors_sentences_comparisons, cross_model_nulls,
+                                                 find_axis, fit_margin, flip_generation, measure, model_nulls,
+                                                 newest_position_generation, recipe_spearman, spearman_pairs,
+                                                 spread_layers, sufficient_rank, sweep)
 from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
 from corekit.tables import table
@@ -196,14 +188,23 @@ plt.show()
 # margin's AUROC. A necessary and sufficient axis keeps the model's AUROC under keep-only, brings it
 # to chance under removal, and drives it well below 0.5 under the flip. {numref}`fig-04-ablations-last` draws
 # the three ablations layer by layer on the held-out prompts, with the layer the training prompts choose.
+#
+# **Why the layer is chosen below the last.** Layer $L$ is the last block's output, and nothing but the final
+# norm and the unembedding reads it: there the margin is a fixed linear readout of the (normed) stream, so *some*
+# one-dimensional direction controls it in any model, and an axis that keeps, removes and flips the margin at
+# $L$ says little about how the model carries number. The rule therefore picks among layers $0 \dots L-1$, where
+# later blocks still act on the edit; every layer is still swept and drawn, and the claims table reports the same
+# statistics at layer $L$ beside (`at_layer_L`).
 
 # %%
-last = {name: sweep(m, number_axes[name], range(m.n_layers + 1), "last") for name, m in measured.items()}
+last = {name: sweep(m, number_axes[name], range(m.n_layers + 1), "last", before_last=True)
+        for name, m in measured.items()}
 table([{"model": name, "layer": s.layer, "last layer L": measured[name].n_layers,
-        "train flip AUROC": s.flip_train_auroc[s.index], **{k.replace("_", "-"): s.at_layer(k) for k in s.auroc}}
+        "train flip AUROC": s.flip_train_auroc[s.index], **{k.replace("_", "-"): s.at_layer(k) for k in s.auroc},
+        **{f"{k.replace('_', '-')} at L": s.value(k, measured[name].n_layers) for k in s.auroc}}
        for name, s in last.items()],
-      caption="The layer the training prompts choose (lowest training flip AUROC, last position) and the held-out margin "
-              "AUROC under each ablation there")
+      caption="The layer the training prompts choose (lowest training flip AUROC at the last position, layers below L) "
+              "and the held-out margin AUROC under each ablation there and at layer L")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Keep-only, remove and flip of the axis at the last prompt position, layer by layer (held out): a necessary and sufficient axis keeps the model's AUROC under keep-only, brings it towards 0.5 under removal and below 0.5 under the flip. The vertical line is the layer the training prompts choose (grey: their flip AUROC).", "name": "fig-04-ablations-last"}}
 fig, axs = panel_grid(len(models), ncols=2, panel=(5.2, 3.4))
@@ -226,7 +227,7 @@ plt.show()
 # An edit at the last position leaves the subject's own residual stream alone, and a later layer can
 # read the number from there again. Editing every position from the subject on (with the same
 # last-position axis $q$) closes that route. The layer for this scope is again the lowest *training*
-# flip AUROC among the layers swept. {numref}`fig-04-ablations-scopes` sets the ablations from the subject on
+# flip AUROC among the layers swept below $L$. {numref}`fig-04-ablations-scopes` sets the ablations from the subject on
 # beside those at the last position only.
 #
 # **Each position is edited about its own training mean.** The typical value of $q^\top h$ differs
@@ -246,8 +247,8 @@ plt.show()
 # ```
 
 # %%
-subject = {name: sweep(m, number_axes[name], spread_layers(m.n_layers, subject_scope_layers, last[name].layer), "from_subject")
-           for name, m in measured.items()}
+subject = {name: sweep(m, number_axes[name], spread_layers(m.n_layers, subject_scope_layers, last[name].layer),
+                       "from_subject", before_last=True) for name, m in measured.items()}
 table([{"model": name, "layers swept": s.layers, "chosen": s.layer, "train flip AUROC": s.flip_train_auroc[s.index],
         **{k.replace("_", "-"): s.at_layer(k) for k in s.auroc}} for name, s in subject.items()],
       caption="Ablations from the subject on: the layers swept, the one the training prompts choose, and the held-out "
@@ -279,10 +280,13 @@ plt.show()
 
 # %%
 ranks = {name: sufficient_rank(m, number_axes[name], last[name].layer, sufficient_ranks) for name, m in measured.items()}
+ranks_last = {name: sufficient_rank(m, number_axes[name], m.n_layers, sufficient_ranks) for name, m in measured.items()}
 display(table([{"model": name, "layer": rc.layer, "model's AUROC": measured[name].base_auroc,
-                "sufficient rank": rc.sufficient if rc.sufficient > 0 else f"> {rc.ranks[-1]}"}
+                "sufficient rank": rc.sufficient if rc.sufficient > 0 else f"> {rc.ranks[-1]}",
+                "at layer L": ranks_last[name].sufficient if ranks_last[name].sufficient > 0 else f"> {rc.ranks[-1]}"}
                for name, rc in ranks.items()],
-              caption="Each model's sufficient rank: the smallest r whose keep-only AUROC is within 0.02 of the model's own"))
+              caption="Each model's sufficient rank: the smallest r whose keep-only AUROC is within 0.02 of the model's "
+                      "own, at the chosen layer and at layer L"))
 table([{"rank r": r, **{name: dict(zip(rc.ranks, rc.auroc)).get(r) for name, rc in ranks.items()}}
        for r in sorted(set(sufficient_ranks))],
       caption="Held-out keep-only margin AUROC with the rank-r core at the last-position layer, one column per model")
@@ -361,7 +365,8 @@ plt.show()
 #
 # The claim uses our flip, sampled (the authors' protocol), and needs at least 100 scorable prompts; the
 # greedy rate and the authors' steering are reported beside it, on the same prompts. The quick profile's
-# 64 prompts are too few for that count, so there the claim can only fail; the cpu profile generates from 400.
+# 64 prompts are too few for that count, so there the claim is undecided unless its Wilson interval already
+# lies below 0.8; the cpu profile generates from 400.
 # {numref}`fig-04-generation` counts, for each run, the continuations whose first verb agrees with the
 # subject, takes the other number or is not marked for number: a flip works where the agreeing share turns
 # into the other number between a plain bar and the edited bar beside it.
@@ -501,7 +506,8 @@ if comparison:
                    for name, c in comparison.items() for recipe, v in c.last.items()],
                   caption="The last layer under each recipe: the core coordinate's AUROC and the margin AUROC under "
                           "each ablation"))
-full_split = their is not None and (n_authors is None or n_authors >= max(len(their.train), len(their.test)))
+
+# %%
 if len(comparison) > 1:
     a_, b_ = list(comparison)[:2]
     rho_t = recipe_spearman(comparison[a_], comparison[b_])
@@ -530,29 +536,32 @@ if comparison:
     plt.show()
 
 # %% [markdown]
-# ## Nulls: the same statistics without the axis
+# ## Nulls: the same statistics without the axis, and with the obvious one
 #
-# Each tested claim below is checked against the same statistic on a case without the effect, measured in this
-# run; a claim passes only if its null fails the same bound.
+# Each tested claim below is checked against the same statistic on cases that lack what the claim asserts, measured
+# in this run; a claim passes only if every one of its nulls fails the same bound.
 #
 # - **Random directions.** At the layer each scope chose, `n_random` (last position) and `n_random_subject` (from
 #   the subject on) random unit directions of the residual stream take the axis's place, edited exactly as the
 #   axis is (about the same centres): their keep-only, remove and flip AUROCs, flip rates, coordinate AUROC and
 #   margin R². A bound "≥" is checked against the largest of them, a bound "≤" against the smallest.
-# - **The layer.** The layer the training prompts choose, by the same rule, when every layer's axis is a random
-#   direction.
+# - **The difference-of-means direction.** The plural minus the singular mean of the last token's residual on the
+#   training prompts, at each layer: the direction a linear probe would find first, with no gradient and no ACE.
+#   It takes the axis's place in every statistic (both scopes, the layer rule, keep-only as a 1-D core, margin
+#   R², generation and steering, the cross-model correlation). The paper's claim is that ACE finds *the* causal
+#   axis of number; where this direction does as well, the test cannot credit ACE with it, and the claim reads
+#   uninformative.
+# - **The layer.** The layer the training prompts choose, by the same rule (layers below $L$), when every layer's
+#   axis is a random direction, and when it is the difference-of-means direction.
 # - **The rank.** The sufficient rank of random nested subspaces (a random orthonormal basis) in place of the core's.
 # - **Generation.** Our flip and the authors' steering along one random direction, on the same prompts and seeds.
 # - **Across models.** The Spearman correlation with one model's prompts shuffled (its 99th percentile over
 #   `n_boot` shuffles), and between random-direction coordinates of the two models (the largest of `n_random`).
 
 # %%
-from corekit.chapters.llm_agreement_axis import cross_model_nulls, model_nulls
-from corekit.runs.claims import Null, at_least, at_most, equal_to
-
 nulls = {name: model_nulls(m, number_axes[name], last[name], subject[name], gen_prompts, max_new_tokens, nlp,
                            generations[name, "sampled"], sufficient_ranks, n_random, n_random_subject, data_seed,
-                           generation_seed) for name, m in measured.items()}
+                           generation_seed, before_last=True) for name, m in measured.items()}
 spearman_nulls = cross_model_nulls(names, coordinates, {name: n.last.z_test for name, n in nulls.items()}, n_boot, data_seed)
 display(table([{"model": name, "layer": n.last.layer, "coordinate AUROC ≤": n.last.coordinate_auroc.max(),
                 "keep-only ≤": n.last.auroc["keep_only"].max(), "remove ≥": n.last.auroc["remove"].min(),
@@ -564,12 +573,25 @@ display(table([{"model": name, "layer": n.subject.layer, "keep-only ≤": n.subj
                 "remove ≥": n.subject.auroc["remove"].min(), "flip ≥": n.subject.auroc["flip"].min(),
                 "flip rate ≤": n.subject.flip_rate.max()} for name, n in nulls.items()],
               caption=f"{n_random_subject} random unit directions edited from the subject on, at that scope's layer"))
+
+# %%
+display(table([{"model": name, "scope": d.scope, "layer": d.layer, **{k.replace("_", "-"): d.auroc[k][0] for k in d.auroc},
+                "flip rate": d.flip_rate[0], "coordinate AUROC": d.coordinate_auroc[0] if d.scope == "last" else None,
+                "margin R²": d.margin_r2[0] if d.scope == "last" else None}
+               for name, n in nulls.items() for d in (n.mean_difference.last, n.mean_difference.subject)],
+              caption="The difference-of-means direction in the axis's place, at each scope's chosen layer"))
 display(table([{"model": name, "layer chosen": f"{n.layer} of {measured[name].n_layers}",
+                "layer chosen, difference of means": n.mean_difference.layer,
                 "sufficient rank": n.rank.sufficient if n.rank.sufficient > 0 else f"> {n.rank.ranks[-1]}",
                 "our flip switches": f"{n.generation.switched} of {n.generation.right}",
-                "authors' steering switches": f"{n.steering.switched} of {n.steering.right}"} for name, n in nulls.items()],
-              caption="The layer rule with a random direction at every layer, the sufficient rank of random nested "
-                      "subspaces, and generation along one random direction"))
+                "authors' steering switches": f"{n.steering.switched} of {n.steering.right}",
+                "our flip, difference of means": f"{n.mean_difference.generation.switched} of "
+                                                 f"{n.mean_difference.generation.right}",
+                "steering, difference of means": f"{n.mean_difference.steering.switched} of "
+                                                 f"{n.mean_difference.steering.right}"} for name, n in nulls.items()],
+              caption="The layer rule with a random direction and with the difference-of-means direction at every layer, "
+                      "the sufficient rank of random nested subspaces, and generation along one random direction and "
+                      "along the difference-of-means direction"))
 if spearman_nulls:
     display(table([{"models": pair, "shuffled, 99th percentile": v["shuffled"], "random directions, largest": v["random"]}
                    for pair, v in spearman_nulls.items()],
@@ -589,6 +611,14 @@ if spearman_nulls:
 # authors' steering flips number in generation (the same bar as our flip). With fewer than 100 scorable
 # continuations a generation claim is undecided, unless its Wilson interval already lies below 0.8.
 #
+# Every per-model claim is measured at the layer chosen below $L$ and tested against the random directions *and*
+# the difference-of-means direction: a pass says the ACE axis does what the paper says where the obvious
+# supervised direction does not; an uninformative row says both do it. `at_layer_L` reports the same statistics
+# at the last block's output beside them.
+#
+# The cross-model correlation is the one claim whose bar comes from the paper's number (its best pair, 0.93,
+# among its own six larger models): on other models it is undecided, and the paper profile decides it.
+#
 # The paper reports larger models than these two, so the "paper" column is empty for most per-model
 # rows. Where the authors' released code has run on these same two models (`results/oracle/04.json`,
 # on *their* sentences), its value is quoted in the target column as "authors' code on their
@@ -597,200 +627,56 @@ if spearman_nulls:
 # split (`n_authors`) they are undecided, since the authors' numbers are on all of it.
 
 # %%
-from corekit.chapters.llm_agreement_axis import authors_note, generation_undecided, rate_or_none
-
-for name, m in measured.items():
-    base, a, s, sub, rc = m.base_auroc, number_axes[name], last[name], subject[name], ranks[name]
-    l, i, L, bar = s.layer, sub.index, m.n_layers, base - 0.02
-    nu = nulls[name]
-    nl, ns = nu.last, nu.subject
-    most_l, least_l = (f"{w} of {n_random} random unit directions at layer {l}" for w in ("largest", "smallest"))
-    most_s, least_s = (f"{w} of {n_random_subject} random unit directions at layer {sub.layer}, from the subject on"
-                       for w in ("largest", "smallest"))
-    offline = language_models.OFFLINE.get(name)
-    claims.report(f"weights[{name}]", m.lm.weights, statistic=(
-        f"GGUF file sha256 {offline.sha256[:12]}… checked at load" if offline else m.lm.source))
-    flip_rate = stats.flip_rate(m.test.last.value, s.margins["flip"][s.index], y_test)
-    claims.report(f"base_auroc[{name}]", round(base, 4),
-                  statistic="the model's own margin AUROC (held out)" + authors_note(authors, name, "base_auroc"))
-    claims.check(f"chosen_layer[{name}]", l, at_least(2 * L / 3), paper="late layers",
-                 statistic=f"the layer of the lowest flip AUROC on the training prompts (last position), of layers 0 … "
-                           f"{L}" + authors_note(authors, name, "chosen_layer"),
-                 null=Null("the same rule with a random unit direction at every layer", nu.layer))
-    c = comparison.get(name)
-    on_their_sentences = "" if c is None else (
-        f"; on the authors' sentences the same pipeline's last-layer core gives {c.core_auroc['block_output']:.3f} "
-        f"against that set's base {c.base:.3f} ({their.flawed()} of their {len(their.kinds)} sentences are not "
-        f"agreement prompts; the base is {c.base_well_formed:.3f} on the {c.n_well_formed} well-formed held-out ones)")
-    claims.check(f"core_auroc[{name}]", round(float(a.auroc[l]), 4), at_least(bar),
-                 statistic=f"held-out AUROC of the rank-1 core coordinate at layer {l} (bar: the model's own margin "
-                           f"AUROC {base:.3f} − 0.02)",
-                 null=Null(most_l, round(float(nl.coordinate_auroc.max()), 4)),
-                 why=f"the rank-1 core coordinate at layer {l} separates the held-out prompts to {a.auroc[l]:.3f}, the "
-                     f"model's own margin to {base:.3f}" + on_their_sentences)
-    claims.check(f"keep_only_auroc[{name}]", round(s.at_layer("keep_only"), 4), at_least(bar),
-                 statistic=f"held-out margin AUROC with only the rank-1 core kept at the last position, layer {l} (bar: "
-                           f"the model's own {base:.3f} − 0.02)" + authors_note(authors, name, "keep_only_auroc"),
-                 null=Null(most_l, round(float(nl.auroc["keep_only"].max()), 4)),
-                 why=f"keeping only the rank-1 core at layer {l} leaves {s.at_layer('keep_only'):.3f} of the model's "
-                     f"{base:.3f}; the rank sweep below says how many dimensions it takes" + on_their_sentences)
-    claims.check(f"remove_auroc[{name}]", round(s.at_layer("remove"), 4), at_most(0.6),
-                 statistic=f"held-out margin AUROC with the core removed at the last position, layer {l}"
-                           + authors_note(authors, name, "remove_auroc"),
-                 null=Null(least_l, round(float(nl.auroc["remove"].min()), 4)))
-    claims.check(f"flip_auroc[{name}]", round(s.at_layer("flip"), 4), at_most(0.3),
-                 statistic=f"held-out margin AUROC with the core reflected at the last position, layer {l}"
-                           + authors_note(authors, name, "flip_auroc"),
-                 null=Null(least_l, round(float(nl.auroc["flip"].min()), 4)))
-    claims.check(f"flip_rate[{name}]", round(flip_rate[0], 4), at_least(0.8),
-                 statistic=f"share of the {flip_rate[1]} held-out prompts the model gets right whose margin changes "
-                           f"sign under the flip (last position, layer {l})",
-                 null=Null(most_l, round(float(nl.flip_rate.max()), 4)),
-                 why="the 0.8 bar is the book's own; the paper says the flip inverts number but gives no rate")
-    random_rank = nu.rank.sufficient if nu.rank.sufficient > 0 else None
-    claims.check(f"sufficient_rank[{name}]", rc.sufficient if rc.sufficient > 0 else None, equal_to(1),
-                 statistic=f"smallest r in {rc.ranks} whose rank-r core keeps the held-out margin AUROC ≥ base − "
-                           f"{rc.tol} = {base - rc.tol:.3f} (keep-only, layer {rc.layer}, last position; —: none)",
-                 null=Null("random nested subspaces in place of the core (a random orthonormal basis; —: none up to "
-                           f"{rc.ranks[-1]})", random_rank),
-                 why=f"keep-only with the rank-1 core gives {rc.auroc[0]:.3f} against base − {rc.tol} = "
-                     f"{base - rc.tol:.3f}; " + (f"rank {rc.sufficient} is the first of {rc.ranks} to reach it"
-                                                 if rc.sufficient > 0 else f"no rank up to {rc.ranks[-1]} reaches it"))
-    sub_rate = stats.flip_rate(m.test.last.value, sub.margins["flip"][i], y_test)
-    claims.report(f"chosen_layer[{name}, from subject]", {"layer": sub.layer, "n_layers": m.n_layers},
-                  statistic=f"lowest training flip AUROC among layers {sub.layers}")
-    claims.check(f"keep_only_auroc[{name}, from subject]", round(sub.at_layer("keep_only"), 4), at_least(bar),
-                 statistic=f"held-out margin AUROC with only the core kept at every position from the subject on (each "
-                           f"about its own mean), layer {sub.layer} (bar: the model's own {base:.3f} − 0.02)",
-                 null=Null(most_s, round(float(ns.auroc["keep_only"].max()), 4)))
-    claims.check(f"remove_auroc[{name}, from subject]", round(sub.at_layer("remove"), 4), at_most(0.6),
-                 statistic=f"held-out margin AUROC with the core removed from the subject on, layer {sub.layer}",
-                 null=Null(least_s, round(float(ns.auroc["remove"].min()), 4)))
-    claims.check(f"flip_auroc[{name}, from subject]", round(sub.at_layer("flip"), 4), at_most(0.3),
-                 statistic=f"held-out margin AUROC with the core reflected from the subject on, layer {sub.layer}",
-                 null=Null(least_s, round(float(ns.auroc["flip"].min()), 4)))
-    claims.check(f"flip_rate[{name}, from subject]", round(sub_rate[0], 4), at_least(0.8),
-                 statistic=f"share of the {sub_rate[1]} held-out prompts the model gets right whose margin changes sign "
-                           f"under the flip from the subject on, layer {sub.layer}",
-                 null=Null(most_s, round(float(ns.flip_rate.max()), 4)),
-                 why="the 0.8 bar is the book's own; the paper says the flip inverts number but gives no rate")
-    claims.check(f"margin_r2[{name}]", round(fits[name].z[2], 4), at_least(0.5), paper="the projection predicts the margin",
-                 statistic=f"held-out R² of m ≈ a z + b fitted on the training prompts, z the core coordinate at layer "
-                           f"{fits[name].layer}" + authors_note(authors, name, "margin_r2"),
-                 null=Null(most_l, round(float(nl.margin_r2.max()), 4)))
-    claims.report(f"margin_r2_normalised[{name}]", round(fits[name].normalised[2], 4),
-                  statistic="m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out")
-    gs, gg, ga = generations[name, "sampled"], generations[name, "greedy"], generations[name, "authors"]
-    claims.check(
-        f"generation_flip_rate[{name}]", rate_or_none(gs), at_least(0.8), interval=tuple(round(v, 4) for v in gs.interval),
-        null=Null("the same flip along a random unit direction", rate_or_none(nu.generation)),
-        undecided=generation_undecided(gs, len(gen_prompts)),
-        statistic=f"share of the {gs.right} held-out continuations with a verb of the subject's number (of "
-                  f"{len(gen_prompts)} prompts; sampled: T = 1, top-k 50, seed {generation_seed}) that switch number "
-                  f"under the flip from the subject on at layer {gs.layer}, Wilson 95 % interval",
-        why=f"{gs.switched} of {gs.right} switch number under our flip; the authors' steering switches {ga.switched} of "
-            f"the same {ga.right}; the 0.8 bar is the book's own: the paper shows examples, not a rate")
-    claims.report(f"generation_flip_rate_greedy[{name}]",
-                  {"rate": rate_or_none(gg), "switched": gg.switched, "of": gg.right,
-                   "wilson95": [round(v, 4) for v in gg.interval]},
-                  statistic="the same prompts, greedy decoding")
-    rec_gen = (authors or {}).get("models", {}).get(name, {}).get("generation")
-    claims.check(
-        f"generation_flip_rate_authors_steering[{name}]", rate_or_none(ga), at_least(0.8),
-        interval=tuple(round(v, 4) for v in ga.interval),
-        null=Null("the authors' steering along a random unit direction", rate_or_none(nu.steering)),
-        undecided=generation_undecided(ga, len(gen_prompts)),
-        statistic=f"share of the {ga.right} continuations that switch number under the authors' steering (newest "
-                  f"position only, a strength per step; layer {ga.layer}), the same prompts and seeds as our flip, "
-                  "Wilson 95 % interval" + (f" (authors' code on {rec_gen['prompts']} of their sentences: "
-                                            f"{rec_gen['switched']} of {rec_gen['right']})" if rec_gen else ""),
-        why=f"{ga.switched} of {ga.right} switch number; the 0.8 bar is that of our flip (the book's)")
-if len(models) > 1:
-    pair_key = f"{models[0]} ~ {models[1]}"
-    theirs_rho = (authors or {}).get("cross_model_spearman", {}).get(pair_key)
-    worst = min(pairs, key=lambda p: pairs[p]["rho"])
-    claims.check("cross_model_spearman", pairs[worst]["rho"], at_least(0.8), paper="up to 0.93 (other models)",
-                 statistic=f"smallest Spearman ρ over the model pairs ({worst}) of the held-out core coordinates, each "
-                           "model at its chosen layer, 95 % bootstrap interval" + (
-                               f" (authors' code on their sentences, this pair: {theirs_rho})"
-                               if theirs_rho is not None else ""),
-                 interval=tuple(pairs[worst]["ci95"]),
-                 null=[Null(f"one model's prompts shuffled (99th percentile of {n_boot} shuffles)",
-                            round(spearman_nulls[worst]["shuffled"], 4)),
-                       Null(f"random unit directions in both models (largest of {n_random} pairs)",
-                            round(spearman_nulls[worst]["random"], 4))],
-                 why="the book asks every pair ≥ 0.8; the paper's 0.93 is its best pair, among larger models")
-subset_why = (None if full_split else f"n_authors = {n_authors}: a subset of their split, while the authors' numbers "
-              "are on all of it (the cpu profile uses every sentence)")
-if their is not None:
-    claims.report("authors_sentences_flawed", {"flawed": their.flawed(), "of": len(their.kinds), **their.counts()},
-                  statistic="the authors' sentences that are not agreement prompts, by kind (corekit.tasks.sva_sentences)")
-for name, c in comparison.items():
-    rec = authors["models"][name]
-    worst = max(c.max_diff, abs(c.base - rec["base_auroc"]))
-    claims.check(f"authors_sentences_same_numbers[{name}]", round(worst, 4), at_most(0.01), no_null="provenance",
-                 statistic="largest |this library − authors' code| over the base AUROC and every layer's keep-only / "
-                           "remove / flip AUROC, on their sentences and split, with their last-layer recipe",
-                 undecided=subset_why)
-    claims.report(f"authors_sentences_ablations[{name}]",
-                  {"layer": c.layer, **{k: round(v, 4) for k, v in c.at_layer.items()}},
-                  authors={"layer": rec["chosen_layer"], "keep_only": rec["keep_only_auroc"],
-                           "remove": rec["remove_auroc"], "flip": rec["flip_auroc"]},
-                  statistic="at the lowest held-out flip layer (the authors' rule), their sentences, their recipe")
-    claims.report(f"authors_sentences_last_layer[{name}]",
-                  {recipe: {"core_auroc": round(c.core_auroc[recipe], 4), **{k: round(v, 4) for k, v in lr.items()}}
-                   for recipe, lr in c.last.items()},
-                  statistic=f"layer {c.measured.n_layers}, the authors' recipe (post_norm) vs this chapter's "
-                            f"(block_output); base AUROC {c.base:.3f}")
-    claims.report(f"authors_sentences_base_auroc_well_formed[{name}]",
-                  {"auroc": round(c.base_well_formed, 4), "of": c.n_well_formed, "all": round(c.base, 4)},
-                  statistic="the model's own margin AUROC on their well-formed held-out sentences, beside all")
-if len(comparison) > 1:
-    theirs_rho_t = authors["cross_model_spearman"][f"{a_} ~ {b_}"]
-    claims.check("cross_model_spearman_authors_sentences", round(rho_t["post_norm"], 4), equal_to(theirs_rho_t, 0.01),
-                 authors=theirs_rho_t, no_null="provenance", undecided=subset_why,
-                 statistic="cross-model Spearman ρ on their held-out sentences with their recipe (post_norm), each model "
-                           f"at its lowest held-out flip layer, against the authors' code (block_output recipe: "
-                           f"{rho_t['block_output']:.4f})")
+findings = llm_agreement_axis.Findings(
+    models=models, measured=measured, axes=number_axes, last=last, subject=subject, ranks=ranks, ranks_last=ranks_last,
+    fits=fits, generations=generations, nulls=nulls, n_prompts=len(gen_prompts), generation_seed=generation_seed,
+    pairs=pairs, spearman_nulls=spearman_nulls, n_boot=n_boot, authors=authors, their=their, comparison=comparison,
+    n_authors=n_authors)
+claims.add(*llm_agreement_axis.claims(findings))
 claims.write()
 claims.table()
 
 # %% [markdown]
 # ## What the run shows
 #
-# What the published run (cpu profile) shows; the tables below give the numbers behind each point for this run:
+# How to read this run's claims; the tables below give the numbers behind each point, and the claims table
+# the verdicts:
 #
-# - **Sufficiency is per model.** The rank-1 core keeps SmolLM2's margin AUROC, but for Gemma-3-270M
-#   keep-only with one dimension falls short of the model's own AUROC; the rank sweep says how many
-#   core dimensions it needs. "A 1-D core suffices" is therefore not a property of every model here.
-# - **Removal and reflection act as the paper describes at the last position**, measured by the
-#   margin's AUROC; editing every position from the subject on, each about its own training mean,
-#   changes little at the late layers the training prompts choose.
-# - **Open-ended generation is where the causal story is weakest.** Reflecting the axis from the
-#   subject on switches the number of the first verb in only part of the continuations that had it
-#   right, in both decodings, and the authors' sampling (temperature 1) switches fewer than greedy
-#   decoding; the intervals say how far this is from the paper's "flips number".
-# - **The two models order the sentences alike, but less than the paper's models**: the
-#   cross-model Spearman and its bootstrap interval sit below the 0.8 target.
-# - **On the authors' own sentences this library gives the authors' numbers** once it copies their
-#   last-layer step (axis from the final norm's output, edit before it); with the axis taken where the
-#   edit acts, the last layer's core changes, and so does the cross-model Spearman. About a third of
-#   their sentences are not agreement prompts (a noun right after "There", unfinished relative clauses
-#   whose next word agrees with the attractor, plural heads with a singular relative verb), and the
-#   models' own margin AUROC is higher on the well-formed ones: the sentence set, not the method, moves
-#   the base AUROC between their run and ours.
+# - **Sufficiency is per model.** `sufficient_rank` and the keep-only rows say, for each model at the layer
+#   chosen below $L$, whether one core dimension keeps the model's own margin AUROC or how many it takes;
+#   "a 1-D core suffices" holds only for the models whose rows pass, and `at_layer_L` shows whether the answer
+#   changes at the last block's output, where any readout direction would do.
+# - **Removal and reflection** are the `remove_auroc`, `flip_auroc` and `flip_rate` rows, at the last position
+#   and from the subject on; each is set against random directions and against the difference-of-means
+#   direction, so a pass credits the ACE axis with more than the obvious supervised direction achieves, and an
+#   uninformative row says that direction does as much.
+# - **Open-ended generation** is the `generation_flip_rate` rows: the share of continuations that had the
+#   subject's number and switch under our flip (sampled; greedy reported beside) and under the authors'
+#   steering, with Wilson intervals that say how far each is from "flips number".
+# - **Across models** the smallest Spearman ρ of the core coordinates is set beside the paper's best pair; on
+#   models other than the paper's it is undecided, and the interval is what this run can say.
+# - **On the authors' own sentences** the `authors_sentences_same_numbers` rows compare this library with the
+#   authors' code under their last-layer step (axis from the final norm's output, edit before it);
+#   `authors_sentences_last_layer` shows the last layer under both recipes, and `authors_sentences_flawed`
+#   counts their sentences that are not agreement prompts (a noun right after "There", unfinished relative
+#   clauses whose next word agrees with the attractor, plural heads with a singular relative verb), with the
+#   models' own margin AUROC on the well-formed ones beside the AUROC on all.
 
 # %%
 display(table([{"model": name, "keep-only, 1-D core": ranks[name].auroc[0], "model's AUROC": measured[name].base_auroc,
                 "sufficient rank": ranks[name].sufficient if ranks[name].sufficient > 0 else f"> {ranks[name].ranks[-1]}",
+                "at layer L": ranks_last[name].sufficient if ranks_last[name].sufficient > 0 else f"> {ranks[name].ranks[-1]}",
                 **{how: f"{g.switched} of {g.right} ({g.rate:.2f})"
                    for how, g in (("sampled flip", generations[name, "sampled"]),
                                   ("greedy flip", generations[name, "greedy"]),
                                   ("authors' steering", generations[name, "authors"]))}}
                for name in models],
-              caption="Each model: keep-only AUROC with the 1-D core against its own, its sufficient rank, and the "
+              caption="Each model: keep-only AUROC with the 1-D core against its own, its sufficient rank (at the chosen "
+                      "layer and at layer L), and the "
                       "continuations that switch number under our flip (sampled, greedy) and under the authors' "
                       "steering (newest position only)"))
+
+# %%
 spearman_rows = ([{"models": pair, "sentences": "ours, held out", "Spearman ρ": v["rho"], "95 % interval": v["ci95"]}
                   for pair, v in pairs.items()]
                  + [{"models": f"{a_} ~ {b_}", "sentences": f"the authors', {r} recipe", "Spearman ρ": v}

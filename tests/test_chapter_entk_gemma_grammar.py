@@ -139,3 +139,156 @@ def test_run_summary_sentences(data):
                                "pca_morph": SimpleNamespace(auroc=lambda: np.zeros((2, 0)))})
     lines = ch.run_summary("s", spec, empty, no_morph, 30, 48, {}, 6)
     assert lines[-1] == "No morphology label passes support ≥ 30 and the purity/coverage filter at N = 48."
+
+
+# --------------------------------------------------------------------------------------------
+# claims() on hand-made findings (no model)
+
+_IDS = ["lanczos_max_residual", "lanczos_rel_error", "pos_macro_auroc_diff", "pos_macro_auroc_diff_paper",
+        "pos_macro_auroc_entk", "pos_macro_auroc_pca", "morph_macro_auroc_diff", "morph_macro_auroc_diff_paper",
+        "morph_macro_auroc_entk", "morph_macro_auroc_pca", "pos_macro_ap", "pos_classes_entk_wins",
+        "morph_features_entk_wins", "best_layer", "layer_chosen_on_train", "contexts_kept", "lanczos_seconds"]
+_PAPER_RUN = dict(kept=1024, corpus="TinyStories (validation split)", model="google/gemma-3-270m",
+                  weights="google/gemma-3-270m (huggingface:google/gemma-3-270m)", labeller="Stanza", context_tokens=64)
+_OUR_RUN = dict(kept=1024, corpus="shipped (gemma_stories.jsonl)", model="gemma-3-270m",
+                weights="Gemma-3-270M, Q4_K_M GGUF, dequantized to float32", labeller="spaCy", context_tokens=64)
+
+
+def _family(auroc, n_labels, ap=0.5):
+    """A family's probes over 2 splits: every label at test AUROC ``auroc`` (a number or (L,) values) and AP ``ap``."""
+    a = np.broadcast_to(np.asarray(auroc, dtype=float), (2, n_labels)).copy()
+    return SimpleNamespace(auroc=lambda: a, ap=lambda: np.full((2, n_labels), ap))
+
+
+def _diff(macro, interval, n_labels=8):
+    return SimpleNamespace(macro=macro, macro_interval=interval, interval=np.tile([0.01, 0.1], (n_labels, 1)))
+
+
+def _gemma_findings(run=_PAPER_RUN, n_morph=12, swept=range(18), layer=16, residual=5e-4, rel_error=1e-7,
+                    pos=(0.082, (0.06, 0.10)), morph=(0.04, (0.02, 0.06)), ap=(0.11, (0.08, 0.14)),
+                    random_pos=(-0.07, (-0.09, -0.05)), levels=None, entk_pos=0.85, random_auroc=0.7,
+                    entk_morph=0.8):
+    """Findings at the paper's setting (``run``) where every tested claim passes, with the named parts replaced."""
+    head = SimpleNamespace(entk_pos=_family(entk_pos, 8, 0.6), pca_pos=_family(0.75, 8, 0.5),
+                           entk_morph=_family(entk_morph, n_morph), pca_morph=_family(0.74, n_morph),
+                           pos=_diff(*pos), morph=_diff(*morph, n_labels=n_morph), pos_ap=_diff(*ap))
+    rand = SimpleNamespace(entk_pos=_family(random_auroc, 8), entk_morph=_family(random_auroc, n_morph),
+                           pos=_diff(*random_pos), morph=_diff(-0.06, (-0.08, -0.04), n_morph),
+                           pos_ap=_diff(-0.15, (-0.2, -0.1)))
+    base_levels = {("entk", "pos"): (0.827, (0.81, 0.84)), ("pca", "pos"): (0.745, (0.73, 0.76)),
+                   ("random", "pos"): (0.70, (0.69, 0.71)), ("entk", "morph"): (0.783, (0.77, 0.79)),
+                   ("pca", "morph"): (0.743, (0.73, 0.75)), ("random", "morph"): (0.70, (0.69, 0.71))}
+    base_levels.update(levels or {})
+    module = f"model.layers.{layer}.mlp.down_proj"
+    spectra = SimpleNamespace(cache_seconds=60.0, layers={layer: SimpleNamespace(
+        module=module, relative_residuals=np.array([1e-4, residual]), pairs=SimpleNamespace(n_matvecs=90),
+        seconds=400.0)})
+    return ch.Findings(
+        spec=spectra, layer=layer, check=SimpleNamespace(rel_error=np.array([1e-8, rel_error]), contexts=list(range(8)),
+                                                         lanczos=SimpleNamespace(n_matvecs=95), tokens=17),
+        results={l: head for l in swept}, null=SimpleNamespace(results={l: rand for l in swept}, levels=base_levels),
+        sweep=SimpleNamespace(pca={l: _family(0.75, 8) for l in range(18)}, best_entk=layer, best_pca=14),
+        labels=SimpleNamespace(morph=SimpleNamespace(names=[f"F{i}" for i in range(n_morph)])), tried=1500, short={},
+        n_layers=18, device="cpu", top_k=25, block_size=5, lanczos_tol=1e-3, n_boot=1000, split_seeds=5,
+        min_support=30, n_per_class=128, **run)
+
+
+def _claims_by_id(findings):
+    return {c.id: c for c in ch.claims(findings)}
+
+
+def test_gemma_claims_all_pass_at_the_papers_setting_in_order_with_their_kinds():
+    got = ch.claims(_gemma_findings())
+    assert [c.id for c in got] == _IDS == [s.id for s in ch.CLAIMS]
+    kinds = {s.id: s.kind for s in ch.CLAIMS}
+    assert all(c.kind == kinds[c.id] for c in got)
+    assert [c.verdict for c in got] == ["pass"] * 14 + ["reported"] * 3
+    assert kinds["lanczos_max_residual"] == kinds["lanczos_rel_error"] == "check" and kinds["best_layer"] == "paper"
+    c = {c.id: c for c in got}
+    assert c["pos_classes_entk_wins"].measured == 8 and c["morph_features_entk_wins"].target.endswith("≥ 11")
+    assert ch.paper_setting_differences(_gemma_findings()) == []
+
+
+def test_the_papers_numbers_are_undecided_at_another_corpus_labeller_and_weights_and_the_signs_are_decided():
+    c = _claims_by_id(_gemma_findings(run=_OUR_RUN, n_morph=10))
+    undecided = ["pos_macro_auroc_diff_paper", "pos_macro_auroc_entk", "pos_macro_auroc_pca",
+                 "morph_macro_auroc_diff_paper", "morph_macro_auroc_entk", "morph_macro_auroc_pca",
+                 "pos_classes_entk_wins", "morph_features_entk_wins", "best_layer"]
+    for key in undecided:
+        assert c[key].verdict == "undecided", key
+        for phrase in ("the corpus is shipped (gemma_stories.jsonl), not TinyStories",
+                       "the labels are spaCy's, not Stanza's", "Q4_K_M GGUF", "TinyStories labelled by Stanza"):
+            assert phrase in c[key].reason, (key, phrase)
+    assert "10 morphology labels are kept, the paper's 12" in c["morph_macro_auroc_entk"].reason
+    assert "labels are kept" not in c["pos_macro_auroc_entk"].reason
+    assert "PCA gives 0.745 on word classes here" in c["pos_macro_auroc_pca"].reason
+    for key in ("pos_macro_auroc_diff", "morph_macro_auroc_diff", "pos_macro_ap", "lanczos_max_residual"):
+        assert c[key].verdict == "pass", key
+
+
+def test_a_layer_or_context_size_other_than_the_papers_is_named():
+    c = _claims_by_id(_gemma_findings(run={**_PAPER_RUN, "context_tokens": 24, "kept": 192}, layer=17))
+    reason = c["pos_classes_entk_wins"].reason
+    assert c["pos_classes_entk_wins"].verdict == "undecided"
+    assert "the layer is model.layers.17, not model.layers.16" in reason
+    assert "the contexts are 24 tokens long, not 64" in reason and "N = 192 contexts, not 1024" in reason
+
+
+def test_without_morphology_labels_the_morphology_claims_are_undecided():
+    c = _claims_by_id(_gemma_findings(n_morph=0))
+    for key in ("morph_macro_auroc_diff", "morph_macro_auroc_diff_paper", "morph_macro_auroc_entk",
+                "morph_macro_auroc_pca", "morph_features_entk_wins"):
+        assert c[key].verdict == "undecided" and "no morphology label of the predicted word" in c[key].reason
+
+
+def test_best_layer_is_undecided_while_blocks_are_unswept():
+    c = _claims_by_id(_gemma_findings(swept=[16]))["best_layer"]
+    assert c.verdict == "undecided" and "17 of the 18 blocks were not swept" in c.reason
+    c = _claims_by_id(_gemma_findings(swept=[16], run=_OUR_RUN))["best_layer"]
+    assert "were not swept" in c.reason and "; besides, Table 3 is at the paper's setting" in c.reason
+
+
+def test_gemma_claims_fail():
+    c = _claims_by_id(_gemma_findings(residual=2e-3, rel_error=1e-2, pos=(0.02, (-0.01, 0.05)),
+                                      morph=(0.1, (0.08, 0.12)), ap=(0.0, (-0.02, 0.02)),
+                                      levels={("entk", "pos"): (0.9, (0.88, 0.92)), ("pca", "morph"): (0.8, (0.79, 0.81))},
+                                      entk_pos=[0.85] * 6 + [0.7] * 2, entk_morph=[0.8] * 9 + [0.7] * 3))
+    for key in ("lanczos_max_residual", "lanczos_rel_error", "pos_macro_auroc_diff", "pos_macro_auroc_diff_paper",
+                "morph_macro_auroc_diff_paper", "pos_macro_auroc_entk", "morph_macro_auroc_pca", "pos_macro_ap",
+                "pos_classes_entk_wins", "morph_features_entk_wins"):
+        assert c[key].verdict == "fail", key
+    assert "measured 0.002 does not satisfy ≤ 0.001" in c["lanczos_max_residual"].reason
+    assert "interval [-0.01, 0.05]" in c["pos_macro_auroc_diff"].reason
+    assert "measured 6 does not satisfy ≥ 7" in c["pos_classes_entk_wins"].reason
+    assert "measured 9 does not satisfy ≥ 11" in c["morph_features_entk_wins"].reason
+    c = _claims_by_id(_gemma_findings(entk_pos=[0.85] * 7 + [0.7]))["best_layer"]
+    assert c.verdict == "fail" and "measured 7 does not satisfy ≥ 8" in c.reason
+
+
+def test_gemma_claims_are_uninformative_when_random_directions_pass_too():
+    c = _claims_by_id(_gemma_findings(random_pos=(0.02, (0.01, 0.03)), random_auroc=0.8,
+                                      levels={("random", "pos"): (0.74, (0.724, 0.754))}))
+    assert c["pos_macro_auroc_diff"].verdict == "uninformative"
+    assert "random unit directions" in c["pos_macro_auroc_diff"].reason
+    # the random directions' level contains the paper's PCA value: at the paper's setting, the test has no power
+    assert c["pos_macro_auroc_pca"].verdict == "uninformative" and "gives 0.74" in c["pos_macro_auroc_pca"].reason
+    for key in ("pos_classes_entk_wins", "morph_features_entk_wins", "best_layer"):
+        assert c[key].verdict == "uninformative", key
+
+
+def test_gemma_reported_figures():
+    c = _claims_by_id(_gemma_findings())
+    assert c["layer_chosen_on_train"].measured == {"entk": "model.layers.16.mlp.down_proj", "entk_test_pos_macro": 0.85,
+                                                   "pca": "output of model.layers.14", "pca_test_pos_macro": 0.75}
+    assert c["contexts_kept"].measured == {"kept": 1024, "tried": 1500, "short": {}}
+    assert c["lanczos_seconds"].measured == {"cache (all layers)": 60.0, "model.layers.16.mlp.down_proj": 400.0}
+    assert c["lanczos_seconds"].target.endswith("on cpu")
+
+
+def test_gemma_check_inputs_refuses_as_the_run_machinery_did():
+    params = dict(top_k=25, lanczos_vectors=250, dense_tokens=12, context_tokens=24, model="gemma-3-270m",
+                  n_per_class=24, dense_examples=4, device="cpu")
+    with pytest.raises(ValueError, match="parameter 'top_k': expected fewer than lanczos_vectors = 20"):
+        ch.check_inputs({**params, "lanczos_vectors": 20})
+    with pytest.raises(ValueError, match="parameter 'dense_tokens': expected at most context_tokens = 24"):
+        ch.check_inputs({**params, "dense_tokens": 30})

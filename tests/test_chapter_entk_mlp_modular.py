@@ -244,3 +244,123 @@ def test_onehot_trainer_trains_each_model_of_a_stack_as_it_trains_alone():
         for name in ("W_1", "W_2"):
             torch.testing.assert_close(stack.p(name)[m], alone.p(name)[0], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(np.asarray(h_stack.test_loss)[:, m], np.asarray(h_alone.test_loss)[:, 0], rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# claims() on hand-made findings (no training)
+
+_IDS = ["cliff1_size", "cliff2_size", "cliff1_alignment_ab", "cliff2_alignment_sum", "cliff2_alignment_diff",
+        "alignment_peak_near_grok", "alignment_at_init", "final_test_accuracy"]
+
+
+def _findings(dyn=None, **over):
+    """Findings of a p = 29 run where every claim passes, with ``over`` (and the dynamics' fields ``dyn``) replaced."""
+    dynamics = dict(epochs=np.array([0.0, 50, 100, 500]), ab=np.array([0.98, 0.98, 0.985, 0.985]),
+                    sd=np.array([0.07, 0.1, 0.8, 0.9]), t_grok=86.0, t_95=90.0, t_peak=75.0, t_peak_ab=300.0,
+                    spacing=10.0)
+    dynamics.update(dyn or {})
+    base = dict(p=29, edges=(57, 113), align=dict(ab=0.985, sum=0.93, diff=0.88),
+                init=dict(cliff1_size=2, cliff2_size=37, edge1=3, edge2=40, ab=0.2, sum=0.07, diff=0.07),
+                random_q99=dict(ab=0.07, sum=0.07, diff=0.07), dynamics=ch.AlignmentDynamics(**dynamics),
+                test_acc=[0.03, 0.5, 1.0, 1.0], steps=[0, 50, 100, 500])
+    base.update(over)
+    return ch.Findings(**base)
+
+
+def _by_id(findings):
+    return {c.id: c for c in ch.claims(findings)}
+
+
+def test_claims_all_pass_in_the_declared_order_with_their_kinds():
+    got = ch.claims(_findings())
+    assert [c.id for c in got] == _IDS == [s.id for s in ch.CLAIMS]
+    assert [c.verdict for c in got] == ["pass"] * len(_IDS)
+    kinds = {s.id: s.kind for s in ch.CLAIMS}
+    assert all(c.kind == kinds[c.id] for c in got)
+    assert kinds["final_test_accuracy"] == "precondition" and kinds["cliff1_size"] == "paper"
+    c = {c.id: c for c in got}
+    assert c["cliff1_size"].measured == 56 and c["cliff1_size"].target.endswith("= 56")
+    assert c["alignment_peak_near_grok"].measured == pytest.approx(11 / 17.2)
+    assert c["alignment_at_init"].measured == pytest.approx(0.07 / 0.9)
+    assert c["cliff2_alignment_sum"].paper == round(26.47 / 28, 4)
+
+
+def test_cliff_size_bound_follows_p_and_paper_values_only_at_29():
+    c = _by_id(_findings(p=31, edges=(61, 121), init=dict(cliff1_size=2, cliff2_size=37, edge1=3, edge2=40, ab=0.2,
+                                                           sum=0.07, diff=0.07)))
+    assert c["cliff1_size"].verdict == c["cliff2_size"].verdict == "pass"
+    assert c["cliff1_size"].target.endswith("= 60") and c["cliff1_size"].paper == 60
+    assert c["cliff2_alignment_sum"].paper is None and c["cliff1_alignment_ab"].paper is None
+
+
+def test_cliff1_size_is_uninformative_when_the_initial_kernel_has_the_edge_after_either_ranking():
+    init = dict(cliff1_size=2, cliff2_size=54, edge1=3, edge2=57, ab=0.2, sum=0.07, diff=0.07)
+    c = _by_id(_findings(init=init))["cliff1_size"]
+    assert c.verdict == "uninformative"
+    assert "edge 57: 56" in c.reason and "already has this cliff" in c.reason
+    assert c.nulls[0]["value"] == {"edge 3": 2, "edge 57": 56}
+
+
+def test_cliff_sizes_fail_off_4_half_p():
+    c = _by_id(_findings(edges=(50, 113)))
+    assert c["cliff1_size"].verdict == "fail" and "measured 49 does not satisfy = 56" in c["cliff1_size"].reason
+    assert c["cliff2_size"].verdict == "fail" and "measured 63" in c["cliff2_size"].reason
+
+
+def test_cliff2_size_is_uninformative_when_the_initial_kernel_has_it():
+    init = dict(cliff1_size=2, cliff2_size=56, edge1=3, edge2=59, ab=0.2, sum=0.07, diff=0.07)
+    c = _by_id(_findings(init=init))["cliff2_size"]
+    assert c.verdict == "uninformative" and "the kernel at initialisation (epoch 0) gives 56" in c.reason
+
+
+def test_alignment_claims_fail_low_and_are_uninformative_when_a_null_passes():
+    c = _by_id(_findings(align=dict(ab=0.5, sum=0.5, diff=0.5)))
+    for key in ("cliff1_alignment_ab", "cliff2_alignment_sum", "cliff2_alignment_diff"):
+        assert c[key].verdict == "fail" and "measured 0.5 does not satisfy" in c[key].reason
+    init = dict(cliff1_size=2, cliff2_size=37, edge1=3, edge2=40, ab=0.983, sum=0.07, diff=0.07)
+    c = _by_id(_findings(init=init, random_q99=dict(ab=0.07, sum=0.95, diff=0.9)))
+    assert c["cliff1_alignment_ab"].verdict == "uninformative"
+    assert "already has this cliff" in c["cliff1_alignment_ab"].reason
+    for key in ("cliff2_alignment_sum", "cliff2_alignment_diff"):
+        assert c[key].verdict == "uninformative" and "99th percentile of 200 random blocks" in c[key].reason
+
+
+def test_timing_claim_undecided_without_generalisation_fail_far_and_uninformative_against_cliff_1():
+    c = _by_id(_findings(test_acc=[0.03, 0.4, 0.5, 0.6]))
+    assert c["alignment_peak_near_grok"].verdict == "undecided"
+    assert "does not generalise (final test accuracy 0.600 < 0.99)" in c["alignment_peak_near_grok"].reason
+    assert c["final_test_accuracy"].verdict == "fail"
+    c = _by_id(_findings(dyn=dict(t_peak=200.0)))["alignment_peak_near_grok"]
+    assert c.verdict == "fail" and "|t_peak − t_grok| = 114 epochs" in c.target
+    c = _by_id(_findings(dyn=dict(t_peak_ab=80.0)))["alignment_peak_near_grok"]
+    assert c.verdict == "uninformative" and "cliff 1's alignment" in c.reason
+
+
+def test_alignment_at_init_fails_strong_and_is_uninformative_when_cliff_1_rises_too():
+    c = _by_id(_findings(dyn=dict(sd=np.array([0.5, 0.6, 0.8, 0.9]))))["alignment_at_init"]
+    assert c.verdict == "fail" and "does not satisfy ≤ 0.3" in c.reason
+    c = _by_id(_findings(dyn=dict(sd=np.array([0.07, 0.07, 0.07, 0.0]))))["alignment_at_init"]
+    assert c.verdict == "fail"                          # no final alignment to be a fraction of
+    c = _by_id(_findings(dyn=dict(ab=np.array([0.1, 0.3, 0.9, 0.98]))))["alignment_at_init"]
+    assert c.verdict == "uninformative" and "the same fraction for cliff 1" in c.reason
+    # the generalising network (epoch 100 here) still weakly aligned: the null passes
+    c = _by_id(_findings(dyn=dict(sd=np.array([0.07, 0.1, 0.2, 0.9]))))["alignment_at_init"]
+    assert c.verdict == "uninformative" and "first snapshot of the network that generalises (epoch 100" in c.reason
+    assert [n["value"] for n in c.nulls][1] == pytest.approx(0.2 / 0.9)
+    # without a generalising snapshot only cliff 1's null is there
+    c = _by_id(_findings(test_acc=[0.03, 0.5, 0.9, 1.0]))["alignment_at_init"]
+    assert c.verdict == "pass" and len(c.nulls) == 1
+
+
+def test_final_accuracy_is_uninformative_when_the_untrained_network_already_scores():
+    c = _by_id(_findings(test_acc=[0.995, 1.0, 1.0, 1.0]))["final_test_accuracy"]
+    assert c.verdict == "uninformative" and "the network at initialisation (epoch 0) gives 0.995" in c.reason
+
+
+def test_check_inputs_refuses_as_the_run_machinery_did():
+    params = dict(p=29, top_k=200, train_frac=0.7, epochs=500, eval_every=1, width=512, device="cpu")
+    ch.check_inputs(params)
+    with pytest.raises(ValueError, match="parameter 'eval_every': expected a divisor of epochs = 500"):
+        ch.check_inputs({**params, "eval_every": 3})
+    with pytest.raises(ValueError, match="parameter 'top_k': expected at most p² = 841"):
+        ch.check_inputs({**params, "top_k": 900})

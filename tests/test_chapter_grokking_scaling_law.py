@@ -1,6 +1,8 @@
-"""Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, checkpoints, local vs Ray execution."""
+"""Grokking-time sweeps: grid checks, sharding, τ and censoring, early stop, checkpoints, local vs Ray execution,
+and the claims decided on hand-made sweeps (every rule that does not pass, and one case where all pass)."""
 
 import dataclasses
+import functools
 import os
 import re
 import signal
@@ -12,12 +14,16 @@ import numpy as np
 import pytest
 import torch
 
+from corekit import scaling
 from corekit.chapters.grokking_scaling_law import (
+    CLAIMS,
     EvaluateNearCrossings,
+    Findings,
     RunResult,
     RunSpec,
     StopAfterGrokking,
     SweepSettings,
+    claims,
     exponent_interval,
     far_moduli,
     fit_sweeps,
@@ -414,3 +420,145 @@ def test_far_moduli_times_per_point_and_two_point_exponent_by_hand():
     assert two_point_exponent(times_per_point(runs[2:3] + runs[3:]), [31, 61]) is None   # p 31: none grokked
     with pytest.raises(ValueError, match="two moduli"):
         two_point_exponent(rows, [31])
+
+
+# --------------------------------------------------------------------------------------------
+# Claims on hand-made sweeps (no training): τ from a law, times a fixed factor per (point, seed)
+
+
+def _wobble(x: float, seed: int, sigma: float) -> float:
+    """A deterministic factor exp(σ sin(...)) per (point, seed): the seeds' scatter of a hand-made sweep."""
+    return float(np.exp(sigma * np.sin(12.9898 * x + 78.233 * seed)))
+
+
+def _log_law(p_c):
+    return lambda p: float(-300 * np.log1p(-p_c / p))
+
+
+#: Hand-made sweeps: the p sweep's τ(p) and moduli, the ω sweep's τ(ω) and weight decays, the scatter, the seeds.
+SWEEPS = {
+    "all pass": dict(p_tau=_log_law(20), ps=(21, 22, 23, 25, 28, 32, 40, 1000, 2000, 4000, 8000), sigma=0.1),
+    "steep": dict(p_tau=lambda p: 1e6 * p ** -2.0, ps=(31, 37, 43, 53, 61, 67, 79, 89, 97, 101, 113), sigma=0.05),
+    "shallow": dict(p_tau=lambda p: 1e4 * p ** -0.5, ps=(31, 37, 43, 53, 61), sigma=0.05),
+    "noisy far moduli": dict(p_tau=_log_law(20), ps=(21, 22, 23, 25, 28, 32, 40, 80, 160, 320), sigma=0.5),
+    "one far modulus": dict(p_tau=_log_law(20), ps=(21, 25, 30, 45, 70)),
+    "two moduli": dict(p_tau=_log_law(20), ps=(21, 25)),
+    "four moduli, power law": dict(p_tau=lambda p: 1e6 * p ** -1.5, ps=(31, 37, 43, 53), sigma=0.2),
+    "noisy log law": dict(p_tau=_log_law(20), ps=(21, 25, 30, 70, 90, 110), sigma=1.0),
+    "ω exponent −0.3": dict(p_tau=_log_law(20), ps=(21, 25, 30, 70, 90, 110), omega_tau=lambda w: 2000 * w ** -0.3),
+    "ω within 1.4×": dict(p_tau=_log_law(20), ps=(21, 25, 30, 70, 90, 110), ws=(1.0, 1.2, 1.4)),
+    "one seed, two ω": dict(p_tau=_log_law(20), ps=(21, 25, 30, 70, 90, 110), ws=(1.0, 2.0), seeds=1),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _findings(name: str) -> Findings:
+    """Return the Findings of the hand-made sweep ``name`` (fits over 30 resamples, 40 draws of each law)."""
+    case = {"omega_tau": lambda w: 2000 / w, "ws": (1.0, 2.0, 4.0), "sigma": 0.2, "seeds": 4, **SWEEPS[name]}
+    seeds = range(case["seeds"])
+    omega_runs = [_run(31, w, s, case["omega_tau"](w) * _wobble(w, s, case["sigma"])) for w in case["ws"] for s in seeds]
+    p_runs = [_run(p, 1.0, s, case["p_tau"](p) * _wobble(p, s, case["sigma"])) for p in case["ps"] for s in seeds]
+    return Findings(fits=fit_sweeps(omega_runs, p_runs, n_boot=30), results=p_runs + omega_runs, p_runs=p_runs,
+                    probe_runs=[r for r in p_runs if r.p in case["ps"][:2]], omega_p=31, sweep_weight_decay=1.0,
+                    lr=3e-3, probe_lr=1e-3, probe_p_values=list(case["ps"][:2]), eval_every=2, n_boot=30, n_draws=40)
+
+
+def _decided(findings: Findings) -> dict:
+    """Return {id: claim} of ``claims(findings)``, checking the ids are the declared ones in order, with their kinds."""
+    out = claims(findings)
+    assert [c.id for c in out] == [spec.id for spec in CLAIMS]
+    assert [c.kind for c in out] == [spec.kind for spec in CLAIMS]
+    assert all((c.verdict == "reported") == (spec.bound is None) for c, spec in zip(out, CLAIMS))
+    return {c.id: c for c in out}
+
+
+def _verdict(findings: Findings, claim_id: str, verdict: str, *reason: str):
+    """Assert claim ``claim_id`` of ``findings`` has ``verdict`` and a reason holding every ``reason`` text; return it."""
+    claim = _decided(findings)[claim_id]
+    assert claim.verdict == verdict, (claim.verdict, claim.reason)
+    assert all(text in (claim.reason or "") for text in reason), claim.reason
+    return claim
+
+
+def _without_power_law_mimicry(findings: Findings) -> Findings:
+    """Return ``findings`` with the p sweep's power law replaced by a shallow one (τ ∝ p^−0.5) the log law cannot fit."""
+    shallow = scaling.power_law_fit([10.0, 100.0], [100.0, np.sqrt(10) * 10])
+    return dataclasses.replace(findings, fits=dataclasses.replace(findings.fits, fits={**findings.fits.fits, "p": shallow}))
+
+
+def test_every_tested_claim_passes_on_a_log_law_with_a_pole_and_far_moduli():
+    """τ = −300 log(1 − 20/p) with moduli near p_c and ≥ 50 p_c, τ ∝ 1/ω: every tested claim passes against its nulls
+    (the log law's R² once the power law through the moduli is one it cannot fit), and the figures are reported."""
+    found = _decided(_without_power_law_mimicry(_findings("all pass")))
+    assert {c.id: c.verdict for c in found.values() if c.verdict != "reported"} == {
+        spec.id: "pass" for spec in CLAIMS if spec.bound is not None}
+    assert found["omega_exponent"].measured == pytest.approx(-1, abs=0.02)
+    assert found["collapse_omega"].nulls[1]["value"] == pytest.approx(4.0)      # τ without ω: ω·p spans 1–4
+    assert found["collapse_p_far"].nulls[1]["value"] == pytest.approx(8.0)      # moduli 1000–8000
+    assert found["log_law_r2"].nulls[0]["value"] is None                         # p_c pinned: no log-law fit
+    assert found["log_law_p_c"].measured[0] == pytest.approx(20, rel=0.02)
+    assert found["censored_runs"].measured == 0 and found["tau_resolution"].measured > 0
+    assert found["aic_power_from_log_law"].measured == pytest.approx(1.0)
+
+
+def test_the_log_law_fits_the_power_law_through_its_moduli_too_so_its_r2_is_uninformative():
+    _verdict(_findings("all pass"), "log_law_r2", "uninformative", "a plain power law through the same moduli (no pole)")
+
+
+def test_a_shallow_omega_law_fails_the_exponent_and_the_omega_collapse():
+    found = _findings("ω exponent −0.3")
+    _verdict(found, "omega_exponent", "fail", "does not satisfy = -1 ± 0.15", "at p = 31")
+    _verdict(found, "collapse_omega", "fail", "does not satisfy ≤ 1.5", "(p 31, ω 4)")
+
+
+def test_a_permutation_that_leaves_the_runs_in_place_makes_the_omega_claims_uninformative():
+    """One run at each of two weight decays: the seeded permutation keeps them where they are, so the permuted null is
+    the data and passes with them."""
+    found = _findings("one seed, two ω")
+    _verdict(found, "omega_exponent", "uninformative", "the same fit with τ permuted among the ω sweep's runs")
+    _verdict(found, "collapse_omega", "uninformative", "τ permuted among the runs of the ω sweep")
+
+
+def test_a_collapse_over_weight_decays_within_the_bound_is_uninformative():
+    """ω from 1 to 1.4: τ that does not depend on ω at all spreads τ·ω·p by 1.4 ≤ 1.5, and passes the bound."""
+    claim = _verdict(_findings("ω within 1.4×"), "collapse_omega", "uninformative",
+                     "every point of the ω sweep given all its runs' τ")
+    assert claim.nulls[1] == {"what": claim.nulls[1]["what"], "value": pytest.approx(1.4), "passes": True}
+
+
+def test_the_p_exponent_is_undecided_without_a_log_law_or_three_far_moduli():
+    _verdict(_findings("two moduli"), "p_exponent", "undecided", "no log law was fitted", "run: 21, 25")
+    _verdict(_findings("one far modulus"), "p_exponent", "undecided", "only 1 of the moduli run", "reach 3 p_c")
+    found = _findings("one far modulus")
+    failed = dataclasses.replace(found, fits=dataclasses.replace(found.fits, log_fit=None, log_error="no convergence"))
+    _verdict(failed, "p_exponent", "undecided", "the log law did not converge")
+
+
+def test_a_steep_p_law_fails_the_p_exponent_and_its_collapse_is_uninformative():
+    found = _findings("steep")
+    _verdict(found, "p_exponent", "fail", "does not satisfy interval contains -1")
+    _verdict(found, "collapse_p_far", "uninformative", "every point of the moduli ≥ 3 p_c given all its runs' τ")
+
+
+def test_noisy_far_moduli_make_the_p_exponent_uninformative():
+    _verdict(_findings("noisy far moduli"), "p_exponent", "uninformative",
+             "the same fit with τ permuted among the runs of those moduli")
+
+
+def test_the_far_collapse_is_undecided_with_fewer_than_two_far_moduli():
+    _verdict(_findings("one far modulus"), "collapse_p_far", "undecided", "fewer than two points in the moduli ≥ 3 p_c")
+
+
+def test_the_log_law_fails_on_a_shallow_power_law_and_is_undecided_on_two_moduli():
+    assert _verdict(_findings("shallow"), "log_law_r2", "fail", "Fails").measured is None     # p_c pinned at 0
+    _verdict(_findings("two moduli"), "log_law_r2", "undecided", "only 2 moduli have a grokked run")
+
+
+def test_the_comparison_of_the_laws_fails_passes_without_power_or_cannot_reject_the_log_law():
+    _verdict(_findings("steep"), "log_law_vs_power_law_aic", "fail", "does not satisfy ≤ 0", "the comparison's power")
+    _verdict(_findings("noisy log law"), "log_law_vs_power_law_aic", "uninformative",
+             "5th percentile over 40 data sets drawn from the fitted power law")
+    claim = _verdict(_findings("four moduli, power law"), "log_law_vs_power_law_aic", "undecided",
+                     "data drawn from the fitted log law itself give a difference of at least")
+    assert claim.measured > 0
+    _verdict(_findings("two moduli"), "log_law_vs_power_law_aic", "undecided", "a law of two parameters fits two points")

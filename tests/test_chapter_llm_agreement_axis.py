@@ -355,3 +355,273 @@ def test_spearman_pairs_against_scipy_and_a_bootstrap_loop():
         draws = [spearmanr(x[idx], y[idx])[0] for idx in rng.integers(0, 15, size=(40, 15))]
         assert got["rho"] == round(spearmanr(x, y)[0], 4)
         assert got["ci95"] == pytest.approx([round(v, 4) for v in np.quantile(draws, [0.025, 0.975])], abs=1.01e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# claims(): hand-made findings, no model
+
+PAIR = "gpt2 ~ gpt2-medium"
+
+
+def _null(scope, k, keep=0.6, remove=0.95, flip=0.9, rate=0.05, coordinate=0.6, r2=0.1, z=None):
+    from corekit.chapters.llm_agreement_axis import RandomNull
+    last = scope == "last"
+    return RandomNull(scope, 5, torch.zeros(k, 8), {"keep_only": np.full(k, keep), "remove": np.full(k, remove),
+                                                     "flip": np.full(k, flip)}, np.full(k, rate),
+                      z_test=(z if z is not None else torch.zeros(k, 4)) if last else None,
+                      coordinate_auroc=np.full(k, coordinate) if last else None, margin_r2=np.full(k, r2) if last else None)
+
+
+def _model(name, z_diff):
+    """One model's hand-made readings, steps and nulls: L = 6, the layer chosen 5, every claim passing."""
+    from types import SimpleNamespace
+
+    from corekit.chapters.llm_agreement_axis import MarginFit, MeanDifferenceNull, Nulls, RankCurve, Sweep
+    value, y = torch.tensor([2.0, 1.0, -1.0, -2.0]), np.array([1, 1, 0, 0])
+    measured = SimpleNamespace(name=name, lm=SimpleNamespace(weights=f"{name} weights", source=f"hub:{name}"), n_layers=6,
+                               base_auroc=1.0, test=SimpleNamespace(last=SimpleNamespace(value=value), y=y))
+    axis = SimpleNamespace(auroc=np.full(7, 0.995))
+
+    def ablated(layers):
+        return {"keep_only": np.full(len(layers), 0.99), "remove": np.full(len(layers), 0.5),
+                "flip": np.full(len(layers), 0.1)}
+    last = Sweep("last", list(range(7)), np.zeros(7), 5, {"flip": -value.repeat(7, 1)}, ablated(range(7)), {})
+    subject = Sweep("from_subject", [3, 5, 6], np.zeros(3), 5, {"flip": -value.repeat(3, 1)}, ablated([3, 5, 6]), {})
+    rank = RankCurve(5, [1, 2, 4], np.array([0.99, 0.99, 1.0]), 0.02, 1)
+    rank_last = RankCurve(6, [1, 2, 4], np.array([0.99, 0.99, 1.0]), 0.02, 1)
+    fit = MarginFit(5, (1.0, 0.0, 0.8), (1.0, 0.0, 0.79), [0.8] * 7, torch.zeros(4), 0.5)
+    gens = {mode: Generation(mode, 5, [], [], [], [], right=120, switched=110) for mode in ("sampled", "greedy")}
+    gens["authors"] = Generation("newest_position", 5, [], [], [], [], right=120, switched=105)
+    low = Generation("sampled", 5, [], [], [], [], right=110, switched=3)
+    diff = MeanDifferenceNull(torch.zeros(7, 8), _null("last", 1, z=z_diff), _null("from_subject", 1), 2, low, low)
+    nulls = Nulls(_null("last", 3), _null("from_subject", 2), 1, RankCurve(5, [1, 2, 4], np.full(3, 0.6), 0.02, -1),
+                  low, low, diff)
+    return measured, axis, last, subject, rank, rank_last, fit, gens, nulls
+
+
+def _findings(models=("gpt2", "gpt2-medium"), authors=False, n_authors=None):
+    from types import SimpleNamespace
+
+    from corekit.chapters.llm_agreement_axis import Findings
+    parts = {name: _model(name, torch.tensor([[1.0, 2.0, 3.0, 4.0]]) * (-1) ** i) for i, name in enumerate(models)}
+    fields = ("measured", "axes", "last", "subject", "ranks", "ranks_last", "fits")
+    steps = {f: {name: p[i] for name, p in parts.items()} for i, f in enumerate(fields)}
+    generations = {(name, mode): g for name, p in parts.items() for mode, g in p[7].items()}
+    extra = {}
+    if authors:
+        rec = {"base_auroc": 1.0, "chosen_layer": 5, "n_layers": 6, "keep_only_auroc": 0.99, "remove_auroc": 0.5,
+               "flip_auroc": 0.1, "margin_fit": {"r2": 0.8}}
+        record = {"n_samples": 20, "models": {name: rec for name in models}, "cross_model_spearman": {PAIR: 0.9}}
+        their = SimpleNamespace(train=[None] * 10, test=[None] * 10, kinds=["ok"] * 20, flawed=lambda: 3,
+                                counts=lambda: {"ok": 17, "there": 3})
+        g = torch.Generator().manual_seed(0)
+        z = torch.randn(10, generator=g, dtype=torch.float64)
+        comparison = {name: SimpleNamespace(
+            max_diff=0.001, base=1.0, layer=5, at_layer={"keep_only": 0.99, "remove": 0.5, "flip": 0.1},
+            last={"post_norm": {"keep_only": 0.9, "remove": 0.5, "flip": 0.1},
+                  "block_output": {"keep_only": 0.8, "remove": 0.5, "flip": 0.2}},
+            core_auroc={"post_norm": 0.9, "block_output": 0.8}, measured=SimpleNamespace(n_layers=6),
+            base_well_formed=1.0, n_well_formed=8, z_test={"post_norm": z * (1 + i), "block_output": z}, layers={})
+            for i, name in enumerate(models)}
+        record["cross_model_spearman"] = {f"{models[0]} ~ {models[1]}": 1.0} if len(models) > 1 else {}
+        extra = dict(authors=record, their=their, comparison=comparison, n_authors=n_authors)
+    pairs = {f"{models[0]} ~ {models[1]}": {"rho": 0.9, "ci95": [0.85, 0.95]}} if len(models) > 1 else {}
+    return Findings(models=list(models), **steps, generations=generations, nulls={n: p[8] for n, p in parts.items()},
+                    n_prompts=400, generation_seed=0, pairs=pairs,
+                    spearman_nulls={k: {"shuffled": 0.1, "random": 0.2} for k in pairs}, n_boot=50, **extra)
+
+
+PER_MODEL = ["weights", "base_auroc", "chosen_layer", "core_auroc", "keep_only_auroc", "remove_auroc", "flip_auroc",
+             "flip_rate", "sufficient_rank", "chosen_layer|from subject", "keep_only_auroc|from subject",
+             "remove_auroc|from subject", "flip_auroc|from subject", "flip_rate|from subject", "margin_r2",
+             "margin_r2_normalised", "at_layer_L", "generation_flip_rate", "generation_flip_rate_greedy",
+             "generation_flip_rate_authors_steering"]
+AUTHORS = ["authors_sentences_same_numbers", "authors_sentences_ablations", "authors_sentences_last_layer",
+           "authors_sentences_base_auroc_well_formed"]
+
+
+def _id(template, model):
+    stem, _, scope = template.partition("|")
+    return f"{stem}[{model}, {scope}]" if scope else f"{stem}[{model}]"
+
+
+def _by_id(found):
+    return {c.id: c for c in found}
+
+
+def test_claims_all_pass_on_hand_made_findings_with_the_declared_ids_kinds_and_order():
+    from corekit.chapters.llm_agreement_axis import CLAIMS, claims
+    found = claims(_findings(authors=True))
+    models = ["gpt2", "gpt2-medium"]
+    want = ([_id(t, m) for m in models for t in PER_MODEL] + ["cross_model_spearman", "authors_sentences_flawed"]
+            + [_id(t, m) for m in models for t in AUTHORS] + ["cross_model_spearman_authors_sentences"])
+    assert [c.id for c in found] == want
+    kinds = {spec.id: spec.kind for spec in CLAIMS}
+    for c in found:
+        template = c.id.replace("[gpt2-medium", "[{model}").replace("[gpt2", "[{model}")
+        assert c.kind == kinds[template], c.id
+    assert {c.verdict for c in found} == {"pass", "reported"}, [(c.id, c.verdict, c.reason) for c in found
+                                                                 if c.verdict not in ("pass", "reported")]
+    by = _by_id(found)
+    assert by["chosen_layer[gpt2]"].target.endswith("≥ 4")                     # 2L/3 with L = 6
+    assert by["core_auroc[gpt2]"].target.endswith("≥ 0.98")                    # the model's own AUROC − 0.02
+    assert [n["what"] for n in by["flip_auroc[gpt2]"].as_dict()["null"]][1].startswith("the difference-of-means")
+    at_l = by["at_layer_L[gpt2]"].measured
+    assert at_l["layer"] == 6 and at_l["flip_rate"] == 1.0 and at_l["from_subject"]["flip"] == 0.1
+    assert at_l["sufficient_rank"] == 1 and at_l["margin_r2"] == 0.8
+    assert by["weights[gpt2]"].measured == "gpt2 weights"
+
+
+def test_claims_of_one_model_have_no_cross_model_row():
+    from corekit.chapters.llm_agreement_axis import claims
+    assert [c.id for c in claims(_findings(models=("gpt2",)))] == [_id(t, "gpt2") for t in PER_MODEL]
+
+
+def _set(attr_path, value):
+    """Return a mutation of gpt2's hand-made findings: set the attribute (or item) at ``attr_path``."""
+    def mutate(f):
+        obj = f
+        *head, tail = attr_path
+        for key in head:
+            obj = obj[key] if isinstance(obj, dict) else getattr(obj, key)
+        if isinstance(obj, dict):
+            obj[tail] = value
+        elif isinstance(obj, np.ndarray):
+            obj[tail] = value
+        else:
+            setattr(obj, tail, value)
+    return mutate
+
+
+G = "gpt2"
+FAILS = [   # (claim, mutation that makes the measured value miss its bound)
+    ("chosen_layer[gpt2]", _set(("last", G, "layer"), 3)),
+    ("core_auroc[gpt2]", _set(("axes", G, "auroc", 5), 0.95)),
+    ("keep_only_auroc[gpt2]", _set(("last", G, "auroc", "keep_only", 5), 0.95)),
+    ("remove_auroc[gpt2]", _set(("last", G, "auroc", "remove", 5), 0.7)),
+    ("flip_auroc[gpt2]", _set(("last", G, "auroc", "flip", 5), 0.4)),
+    ("flip_rate[gpt2]", _set(("last", G, "margins", "flip"), torch.tensor([[2.0, 1.0, -1.0, -2.0]] * 7))),
+    ("sufficient_rank[gpt2]", _set(("ranks", G, "sufficient"), 2)),
+    ("keep_only_auroc[gpt2, from subject]", _set(("subject", G, "auroc", "keep_only", 1), 0.9)),
+    ("remove_auroc[gpt2, from subject]", _set(("subject", G, "auroc", "remove", 1), 0.7)),
+    ("flip_auroc[gpt2, from subject]", _set(("subject", G, "auroc", "flip", 1), 0.5)),
+    ("flip_rate[gpt2, from subject]", _set(("subject", G, "margins", "flip"), torch.tensor([[1.0, 1.0, -1.0, -2.0]] * 3))),
+    ("margin_r2[gpt2]", _set(("fits", G, "z"), (1.0, 0.0, 0.3))),
+    ("generation_flip_rate[gpt2]", _set(("generations", (G, "sampled"), "switched"), 60)),
+    ("generation_flip_rate_authors_steering[gpt2]", _set(("generations", (G, "authors"), "switched"), 40)),
+    ("cross_model_spearman", _set(("pairs", PAIR, "rho"), 0.7)),
+]
+
+
+@pytest.mark.parametrize("claim,mutate", FAILS, ids=[c for c, _ in FAILS])
+def test_each_claim_fails_when_its_value_misses_the_bound(claim, mutate):
+    from corekit.chapters.llm_agreement_axis import claims
+    f = _findings()
+    mutate(f)
+    got = _by_id(claims(f))[claim]
+    assert got.verdict == "fail" and got.reason.startswith("Fails: measured"), got.reason
+
+
+def _diff(path, value):
+    return _set(("nulls", G, "mean_difference", *path), value)
+
+
+def _random(path, value):
+    return _set(("nulls", G, *path), value)
+
+
+UNINFORMATIVE = [   # (claim, mutation that makes one null pass the bound, the null's words in the reason)
+    ("chosen_layer[gpt2]", _random(("layer",), 5), "random unit direction at every layer"),
+    ("chosen_layer[gpt2]", _diff(("layer",), 5), "difference-of-means direction at every layer"),
+    ("core_auroc[gpt2]", _random(("last", "coordinate_auroc"), np.full(3, 0.99)), "random unit directions at layer 5"),
+    ("core_auroc[gpt2]", _diff(("last", "coordinate_auroc"), np.array([0.99])), "difference-of-means direction"),
+    ("keep_only_auroc[gpt2]", _random(("last", "auroc", "keep_only"), np.full(3, 0.99)), "random unit directions"),
+    ("keep_only_auroc[gpt2]", _diff(("last", "auroc", "keep_only"), np.array([0.99])), "difference-of-means"),
+    ("remove_auroc[gpt2]", _random(("last", "auroc", "remove"), np.full(3, 0.5)), "smallest of 3 random"),
+    ("remove_auroc[gpt2]", _diff(("last", "auroc", "remove"), np.array([0.5])), "difference-of-means"),
+    ("flip_auroc[gpt2]", _random(("last", "auroc", "flip"), np.full(3, 0.2)), "smallest of 3 random"),
+    ("flip_auroc[gpt2]", _diff(("last", "auroc", "flip"), np.array([0.2])), "difference-of-means"),
+    ("flip_rate[gpt2]", _random(("last", "flip_rate"), np.full(3, 0.9)), "largest of 3 random"),
+    ("flip_rate[gpt2]", _diff(("last", "flip_rate"), np.array([0.9])), "difference-of-means"),
+    ("sufficient_rank[gpt2]", _random(("rank", "sufficient"), 1), "random nested subspaces"),
+    ("sufficient_rank[gpt2]", _diff(("last", "auroc", "keep_only"), np.array([0.99])), "as a 1-D core"),
+    ("keep_only_auroc[gpt2, from subject]", _random(("subject", "auroc", "keep_only"), np.full(2, 0.99)), "from the subject"),
+    ("keep_only_auroc[gpt2, from subject]", _diff(("subject", "auroc", "keep_only"), np.array([0.99])), "difference-of-means"),
+    ("remove_auroc[gpt2, from subject]", _random(("subject", "auroc", "remove"), np.full(2, 0.5)), "smallest of 2"),
+    ("remove_auroc[gpt2, from subject]", _diff(("subject", "auroc", "remove"), np.array([0.5])), "difference-of-means"),
+    ("flip_auroc[gpt2, from subject]", _random(("subject", "auroc", "flip"), np.full(2, 0.1)), "smallest of 2"),
+    ("flip_auroc[gpt2, from subject]", _diff(("subject", "auroc", "flip"), np.array([0.1])), "difference-of-means"),
+    ("flip_rate[gpt2, from subject]", _random(("subject", "flip_rate"), np.full(2, 0.9)), "largest of 2"),
+    ("flip_rate[gpt2, from subject]", _diff(("subject", "flip_rate"), np.array([0.9])), "difference-of-means"),
+    ("margin_r2[gpt2]", _random(("last", "margin_r2"), np.full(3, 0.6)), "random unit directions"),
+    ("margin_r2[gpt2]", _diff(("last", "margin_r2"), np.array([0.6])), "difference-of-means"),
+    ("generation_flip_rate[gpt2]", _random(("generation", "switched"), 100), "along a random unit direction"),
+    ("generation_flip_rate[gpt2]", _diff(("generation", "switched"), 100), "along the difference-of-means"),
+    ("generation_flip_rate_authors_steering[gpt2]", _random(("steering", "switched"), 100), "random unit direction"),
+    ("generation_flip_rate_authors_steering[gpt2]", _diff(("steering", "switched"), 100), "difference-of-means"),
+    ("cross_model_spearman", _set(("spearman_nulls", PAIR, "shuffled"), 0.85), "prompts shuffled"),
+    ("cross_model_spearman", _set(("spearman_nulls", PAIR, "random"), 0.85), "random unit directions in both"),
+    ("cross_model_spearman", _set(("nulls", "gpt2-medium", "mean_difference", "last", "z_test"),
+                                  torch.tensor([[1.0, 2.0, 3.0, 4.0]])), "difference-of-means directions of both"),
+]
+
+
+@pytest.mark.parametrize("claim,mutate,words", UNINFORMATIVE,
+                         ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(UNINFORMATIVE)])
+def test_each_claim_is_uninformative_when_a_null_passes_too(claim, mutate, words):
+    from corekit.chapters.llm_agreement_axis import claims
+    f = _findings()
+    mutate(f)
+    got = _by_id(claims(f))[claim]
+    assert got.verdict == "uninformative", (got.verdict, got.reason)
+    assert got.reason.startswith("Uninformative:") and words in got.reason, got.reason
+
+
+@pytest.mark.parametrize("claim,mode", [("generation_flip_rate[gpt2]", "sampled"),
+                                        ("generation_flip_rate_authors_steering[gpt2]", "authors")])
+def test_a_generation_claim_on_too_few_scorable_continuations_is_undecided(claim, mode):
+    from corekit.chapters.llm_agreement_axis import claims
+    f = _findings()
+    f.generations[G, mode].right, f.generations[G, mode].switched = 20, 17
+    got = _by_id(claims(f))[claim]
+    assert got.verdict == "undecided" and "only 20 of the 400 prompts give a scorable continuation" in got.reason
+    f.generations[G, mode].switched = 2                                      # the interval lies below 0.8: decided
+    assert _by_id(claims(f))[claim].verdict == "fail"
+
+
+def test_the_cross_model_claim_on_models_the_paper_did_not_use_is_undecided_and_names_them():
+    from corekit.chapters.llm_agreement_axis import claims
+    got = _by_id(claims(_findings(models=("gpt2", "gemma-3-270m"))))["cross_model_spearman"]
+    assert got.verdict == "undecided"
+    assert "gemma-3-270m is not among them" in got.reason and "the paper profile" in got.reason
+    assert "gpt2, " in got.reason                                           # it lists the paper's models
+
+
+def test_the_claims_on_the_authors_sentences_are_undecided_on_a_subset_and_fail_on_a_difference():
+    from corekit.chapters.llm_agreement_axis import claims
+    subset = _by_id(claims(_findings(authors=True, n_authors=5)))
+    for claim in ("authors_sentences_same_numbers[gpt2]", "cross_model_spearman_authors_sentences"):
+        assert subset[claim].verdict == "undecided" and "n_authors = 5: a subset of their split" in subset[claim].reason
+    f = _findings(authors=True)
+    f.comparison[G].max_diff = 0.05
+    f.authors["cross_model_spearman"][PAIR] = 0.5
+    by = _by_id(claims(f))
+    assert by["authors_sentences_same_numbers[gpt2]"].verdict == "fail"
+    assert by["cross_model_spearman_authors_sentences"].verdict == "fail"
+    assert by["authors_sentences_flawed"].measured == {"flawed": 3, "of": 20, "ok": 17, "there": 3}
+
+
+def test_mean_difference_directions_and_the_layer_rule_below_the_last(measured):
+    """The difference-of-means direction is the unit plural − singular training mean at every layer; a sweep with
+    before_last never chooses layer L, and the mean-difference null edits along that direction."""
+    from corekit.chapters.llm_agreement_axis import directions_null, mean_difference_directions
+    d = mean_difference_directions(measured)
+    h, y = measured.train.last.h.double(), measured.train.y == 1
+    want = h[:, torch.as_tensor(y)].mean(1) - h[:, torch.as_tensor(~y)].mean(1)
+    torch.testing.assert_close(d, want / want.norm(dim=-1, keepdim=True))
+    axis, L = find_axis(measured), measured.n_layers
+    s = sweep(measured, axis, range(L + 1), "last", before_last=True)
+    assert s.layer < L and s.layer == int(np.argmin(s.flip_train_auroc[:L]))
+    assert s.value("flip", L) == float(s.auroc["flip"][L])
+    null = directions_null(measured, axis, s, d[s.layer][None])
+    assert null.auroc["flip"].shape == (1,) and null.margin_r2.shape == (1,)

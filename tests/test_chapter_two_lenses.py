@@ -7,6 +7,7 @@ import torch
 from corekit import ace, curves, models, subspaces
 from corekit.chapters import two_lenses
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.verdicts import KINDS
 
 P = 7
 CFG = TransformerConfig(vocab=P + 1, n_ctx=3, d_model=12, n_heads=2, d_mlp=24, n_layers=1, norm="none", bias=False,
@@ -339,3 +340,177 @@ def test_axis_span_by_least_squares_and_projection():
     assert got.single == pytest.approx(list(np.abs(De.T @ q.numpy())), abs=1e-9)
     assert got.ceiling == pytest.approx(1.0, abs=1e-9)                      # 40 states in R^6 span all of it
     assert all(0 <= v <= 1 for v in got.random99) and len(got.random99) == 3
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The claims, decided on hand-made findings (no training)
+
+P_CLAIMS = 29
+
+
+def _lens(readout="W_U", other="W_E", align=0.99, init_align=0.3, init_other=0.4, pca=0.5, null99=0.02, features=0.95,
+          features_init=0.01):
+    return two_lenses.LensComparison(5, 5, {readout: align, other: 0.1}, pca, {readout: init_align, other: init_other},
+                                     null99, 0.02, features, features_init)
+
+
+def _family(readout="W_U", other="W_E", seeds=(2, 3), final=(1.0, 1.0), init=(0.03, 0.03), at_mem=(0.6, 0.6), **lens):
+    return two_lenses.Family(list(seeds), list(final), list(init), [_lens(readout, other, **lens) for _ in seeds],
+                             list(at_mem), readout)
+
+
+def _rows(core=(1.0, 0.03), block=(1.0, 0.03), random=(0.1, 0.9)):
+    return {"ACE core": core, "eNTK W_U block": block, "random, dim r": random, "random, dim r + 1": random}
+
+
+def _ablations(rows=None, rows_init=None):
+    return two_lenses.Ablations([1.0, 1.0], [rows or _rows()] * 2, [0.5, 0.5],
+                                [rows_init or _rows((0.2, 0.4), (0.2, 0.4))] * 2)
+
+
+def _timing(**changes):
+    base = dict(core_settles=[1500.0, 1500.0], entk_rises=[1000.0, 1000.0], test_rises=[1450.0, 1450.0],
+                memorised=[200.0, 200.0], grokked=[1500.0, 1500.0], every=100)
+    return two_lenses.Timing(**(base | changes))
+
+
+def _held(auroc, low):
+    return two_lenses.HeldOut(0, 1.0, auroc, auroc, (low, min(1.0, auroc + 0.05)))
+
+
+def _readings(ace=(0.95, 0.9), entk=(0.9, 0.85), pca=0.6, random=0.7, dom=0.7):
+    return two_lenses.NumberReadings(_held(*ace), _held(*entk), _held(pca, pca - 0.1), random, {}, None,
+                                     _held(dom, dom - 0.1))
+
+
+def _findings(**changes):
+    y = np.tile([0, 1], 10)
+    number = two_lenses.NumberLens(5, "m", 7, np.arange(20), np.arange(20) < 10, y, None, None, None, None, 0.0, 0.0)
+    base = dict(p=P_CLAIMS, null_samples=10, modular=_family(), ablations=_ablations(), timing=_timing(),
+                grok=_family("unembed", "0.attn", seeds=(0,), final=(1.0,), init=(0.03,), at_mem=(0.6,)), grok_p=31,
+                grok_epochs=2000, language_model="lm", layer=5, number=number, readings=_readings(),
+                span=two_lenses.AxisSpan([0.3, 0.8], [0.1, 0.3], [0.05, 0.1], 1.0, [0.5, 0.6]),
+                seconds={"lm": {"ACE": 1.0, "eNTK": 2.0}})
+    return two_lenses.Findings(**(base | changes))
+
+
+def _decided(**changes):
+    return {c.id: c for c in two_lenses.claims(_findings(**changes))}
+
+
+def test_claims_are_the_declared_ones_in_order_with_their_kinds_and_all_pass_on_clean_findings():
+    got = two_lenses.claims(_findings())
+    assert [c.id for c in got] == [s.id for s in two_lenses.CLAIMS]
+    spec = {s.id: s for s in two_lenses.CLAIMS}
+    assert all(c.kind == spec[c.id].kind and c.kind in KINDS for c in got)
+    assert {c.id: c.verdict for c in got if c.verdict != "pass"} == {"cost_seconds": "reported"}
+    by_id = {c.id: c for c in got}
+    assert by_id["models_generalise"].kind == "precondition" and by_id["models_generalise"].measured == 2
+    assert by_id["lenses_coincide_at_unembedding"].measured == {"seed 2": 0.99, "seed 3": 0.99}
+    assert by_id["ace_subspace_necessary"].target.endswith("≤ 0.069, for every one of " + two_lenses.COVERS
+                                                           + " (only 2 models)")
+    assert "≥ 100" in by_id["entk_rises_before_core_settles"].target
+    assert by_id["lenses_gain_over_init_grok"].target.startswith("chapter 02's model (p = 31, 2000 epochs): share")
+
+
+def test_a_model_that_did_not_generalise_is_left_out_and_named():
+    got = _decided(modular=_family(final=(1.0, 0.95), align=0.99))
+    claim = got["lenses_gain_over_init"]
+    assert claim.verdict == "pass" and list(claim.measured) == ["seed 2"]
+    assert "(not covered, their final held-out accuracy below 0.99: seed 3 (0.950))" in claim.target
+    assert got["models_generalise"].verdict == "pass" and got["models_generalise"].measured == 1
+
+
+def test_no_model_generalising_fails_the_precondition_and_leaves_the_claims_undecided():
+    got = _decided(grok=_family("unembed", "0.attn", seeds=(0,), final=(0.5,), init=(0.03,), at_mem=(0.6,)))
+    assert got["models_generalise_grok"].verdict == "fail"
+    for cid in ("lenses_coincide_at_unembedding_grok", "lenses_gain_over_init_grok", "unembedding_layer_is_closest_grok"):
+        assert got[cid].verdict == "undecided" and "no model generalised" in got[cid].reason, cid
+    assert got["models_generalise"].verdict == "pass"
+
+
+def test_the_precondition_is_uninformative_when_the_models_generalise_at_initialisation():
+    got = _decided(modular=_family(init=(1.0, 0.03)))
+    assert got["models_generalise"].verdict == "uninformative"
+    assert "the same models at initialisation gives 1" in got["models_generalise"].reason
+
+
+@pytest.mark.parametrize("changes, claim_id, reason", [
+    (dict(modular=_family(init_align=0.95)), "lenses_coincide_at_unembedding", "the same models at initialisation"),
+    (dict(modular=_family(pca=0.95)), "lenses_coincide_at_unembedding", "PCA of the same activations"),
+    (dict(modular=_family(null99=0.95)), "lenses_coincide_at_unembedding", "random subspaces of r + 1"),
+    (dict(modular=_family(at_mem=(0.9, 0.9))), "lenses_gain_over_init", "the memorising checkpoint"),
+    (dict(grok=_family("unembed", "0.attn", seeds=(0,), final=(1.0,), init=(0.03,), at_mem=(0.95,))),
+     "lenses_gain_over_init_grok", "the memorising checkpoint"),
+    (dict(modular=_family(init_other=0.1)), "unembedding_kernel_is_closest", "the same models at initialisation"),
+    (dict(grok=_family("unembed", "0.attn", seeds=(0,), final=(1.0,), init=(0.03,), at_mem=(0.6,), init_other=0.1)),
+     "unembedding_layer_is_closest_grok", "the same models at initialisation"),
+    (dict(modular=_family(features_init=0.95)), "ace_core_is_fourier", "the same models at initialisation"),
+    (dict(ablations=_ablations(rows=_rows(random=(1.0, 0.9)))), "ace_subspace_sufficient", "random subspace"),
+    (dict(ablations=_ablations(rows_init=_rows((0.5, 0.03), (0.5, 0.03)))), "ace_subspace_sufficient",
+     "the same ablation of the same models at initialisation"),
+    (dict(ablations=_ablations(rows=_rows(random=(0.1, 0.03)))), "ace_subspace_necessary", "random subspace"),
+    (dict(ablations=_ablations(rows_init=_rows((0.5, 0.03), (0.5, 0.03)))), "ace_subspace_necessary",
+     "the same ablation of the same models at initialisation"),
+    (dict(ablations=_ablations(rows_init=_rows((0.2, 0.4), (0.5, 0.4)))), "entk_subspace_sufficient",
+     "the same ablation of the same models at initialisation"),
+    (dict(ablations=_ablations(rows_init=_rows((0.2, 0.4), (0.2, 0.03)))), "entk_subspace_necessary",
+     "the same ablation of the same models at initialisation"),
+    (dict(timing=_timing(test_rises=[1000.0, 1000.0])), "entk_rises_before_core_settles", "steepest rise"),
+    (dict(timing=_timing(memorised=[1450.0, 1450.0])), "core_settles_at_grokking", "fits its training pairs"),
+    (dict(readings=_readings(dom=0.9)), "ace_axis_separates_number", "difference of the training prompts"),
+    (dict(readings=_readings(pca=0.85)), "entk_separates_number", "PCA's top"),
+    (dict(span=two_lenses.AxisSpan([0.3, 0.8], [0.1, 0.6], [0.05, 0.1], 1.0, [0.5, 0.6])), "ace_axis_in_entk_span",
+     "principal directions"),
+])
+def test_a_null_that_passes_makes_the_claim_uninformative(changes, claim_id, reason):
+    claim = _decided(**changes)[claim_id]
+    assert claim.verdict == "uninformative", claim.reason
+    assert "Uninformative" in claim.reason and reason in claim.reason
+
+
+@pytest.mark.parametrize("changes, claim_id, reason", [
+    (dict(modular=_family(align=0.8)), "lenses_coincide_at_unembedding", "0 of 2 models satisfy ≥ 0.9"),
+    (dict(modular=_family(align=0.5)), "lenses_gain_over_init", "0 of 2 models satisfy ≥ 0.5"),
+    (dict(modular=_family(init_other=0.1, align=0.05)), "unembedding_kernel_is_closest", "satisfy ≥ 0"),
+    (dict(grok=_family("unembed", "0.attn", seeds=(0,), final=(1.0,), init=(0.03,), at_mem=(0.6,), align=0.8)),
+     "lenses_coincide_at_unembedding_grok", "0 of 1 models satisfy ≥ 0.9"),
+    (dict(modular=_family(features=0.8)), "ace_core_is_fourier", "seed 2 (0.8)"),
+    (dict(ablations=_ablations(rows=_rows(core=(0.9, 0.03)))), "ace_subspace_sufficient", "≥ -0.02"),
+    (dict(ablations=_ablations(rows=_rows(core=(1.0, 0.5)))), "ace_subspace_necessary", "≤ 0.069"),
+    (dict(ablations=_ablations(rows=_rows(block=(0.9, 0.03)))), "entk_subspace_sufficient", "≥ -0.02"),
+    (dict(ablations=_ablations(rows=_rows(block=(1.0, 0.5)))), "entk_subspace_necessary", "≤ 0.069"),
+    (dict(timing=_timing(entk_rises=[1450.0, 1450.0])), "entk_rises_before_core_settles", "≥ 100"),
+    (dict(timing=_timing(core_settles=[500.0, 500.0], entk_rises=[100.0, 100.0], test_rises=[500.0, 500.0])),
+     "core_settles_at_grokking", "≤ 1"),
+    (dict(readings=_readings(ace=(0.7, 0.6))), "ace_axis_separates_number", "does not satisfy ≥ 0.8"),
+    (dict(readings=_readings(entk=(0.6, 0.5))), "entk_separates_number", "does not satisfy ≥ 0.8"),
+    (dict(span=two_lenses.AxisSpan([0.3, 0.4], [0.1, 0.3], [0.05, 0.1], 1.0, [0.5, 0.6])), "ace_axis_in_entk_span",
+     "does not satisfy ≥ 0.5"),
+])
+def test_a_value_outside_its_bound_fails(changes, claim_id, reason):
+    claim = _decided(**changes)[claim_id]
+    assert claim.verdict == "fail", claim.reason
+    assert claim.reason.startswith("Fails:") and reason in claim.reason
+
+
+@pytest.mark.parametrize("claim_id, field", [("ace_axis_separates_number", "ace"), ("entk_separates_number", "entk")])
+def test_an_auroc_whose_interval_does_not_clear_the_random_null_is_undecided(claim_id, field):
+    claim = _decided(readings=_readings(**{field: (0.9, 0.65)}))[claim_id]
+    assert claim.verdict == "undecided"
+    assert "interval's low end 0.650 is not above the random null's 0.700" in claim.reason and "lm_n_test" in claim.reason
+
+
+def test_the_necessary_bound_follows_the_modulus():
+    got = _decided(p=7, ablations=_ablations(rows=_rows(core=(1.0, 0.25))))
+    assert got["ace_subspace_necessary"].verdict == "pass" and "≤ 0.2857" in got["ace_subspace_necessary"].target
+
+
+def test_first_memorising_and_difference_of_means():
+    train = np.array([[0.5, 0.5], [1.0, 0.9], [1.0, 1.0]])
+    test = np.array([[0.1, 0.1], [0.5, 0.5], [1.0, 1.0]])
+    assert two_lenses.first_memorising(train, test) == [1, None]
+    y = np.tile([0, 1], 10)
+    h = torch.from_numpy(np.outer(y, [1.0, 0, 0]) + np.random.default_rng(0).normal(size=(20, 3)) * 0.01)
+    s = two_lenses.difference_of_means_scores(h, y, np.arange(20) < 10)
+    assert s.shape == (1, 20) and (s[0, y == 1].min() > s[0, y == 0].max())

@@ -107,7 +107,14 @@ def test_a_run_published_from_a_temporary_folder_names_no_absolute_path(publishe
     assert {c["id"]: c["measured"] for c in record["claims"]}["figures_dir"] == f"figures/{FRESH}"
 
 
-def test_a_prose_page_may_name_a_claim_that_only_a_stale_run_lacks(tmp_path):
+def test_a_prose_page_may_name_a_claim_that_only_a_stale_run_lacks(tmp_path, monkeypatch):
+    """The claims a chapter module declares and a stale run lacks stand in as "not measured by the run shown"."""
+    import types
+
+    from corekit.verdicts import Spec
+
+    declared = types.SimpleNamespace(CLAIMS=(Spec("doubled", "paper", "2 × scale"), Spec("negative", "paper", "scale")))
+    monkeypatch.setattr(publish, "chapter_module", lambda name: declared if name == FRESH else None)
     root = make_repo(tmp_path, {FRESH: tiny_notebook(FRESH)})
     folder = root / "results" / FRESH
     folder.mkdir(parents=True)

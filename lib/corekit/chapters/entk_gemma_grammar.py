@@ -10,19 +10,23 @@ eigenvector scores; :func:`pca_by_layer` gives the baseline's scores at every bl
 compares Lanczos with a dense ``eigh`` on a few short contexts; :func:`compare` runs the probe protocol
 (:mod:`corekit.probes`) on both families with a paired bootstrap over contexts; :func:`layer_sweep` chooses the eNTK
 and PCA layers on the training halves; :func:`random_null` scores random directions by the same protocol (the claims'
-null); :func:`label_table` and :func:`run_summary` write the per-label table and the closing summary.
+null); :func:`label_table` and :func:`run_summary` write the per-label table and the closing summary. :func:`claims`
+decides the chapter's claims (:data:`CLAIMS`) on the run's :class:`Findings`, and :func:`check_inputs` refuses parameters
+that cannot make a run.
 """
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from corekit.entk import Eigenpairs, ResidualStreamNTK, dense_eigenpairs, eigenvector_scores, lanczos
+from corekit.inputs import LANGUAGE_MODELS, N_WORD_CLASSES, Need, fits, kernels, language_model, loadable_model, require
 from corekit.lm import LM
 from corekit.probes import (
     PairedDifference,
@@ -36,6 +40,18 @@ from corekit.probes import (
     stratified_split,
 )
 from corekit.tasks.grammar import UPOS_CLASSES, MorphLabels, Selection, label_matrix, morph_labels
+from corekit.verdicts import (
+    Claim,
+    Null,
+    Spec,
+    at_least,
+    at_most,
+    decide,
+    declared,
+    interval_above,
+    interval_contains,
+    reported,
+)
 
 
 def stream_of(lm: LM, layer: int) -> int:
@@ -316,3 +332,267 @@ def run_summary(setting: str, head_spec: LayerSpectrum, head: Comparison, labels
     if short:
         lines.append(f"The corpus ran short for {', '.join(f'{c} ({k} of {n_per_class})' for c, k in short.items())}.")
     return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Claims
+
+#: The paper's numbers (Lin 2025, Table 3 and its layer-16 table): macro AUROC of the eNTK eigenvectors and of PCA on
+#: word classes (pos) and morphology (morph), and the word classes' macro average precision.
+PAPER = dict(pos_entk=0.827, pos_pca=0.745, morph_entk=0.783, morph_pca=0.743, pos_ap_entk=0.523, pos_ap_pca=0.409)
+#: The setting the paper's numbers come from.
+PAPER_SETTING = dict(layer=16, context_tokens=64, contexts=1024, corpus="TinyStories", labeller="Stanza",
+                     model="Gemma-3-270M (released weights)", morph_labels=12)
+#: What decides a claim on the paper's numbers: a run at the paper's setting.
+AT_PAPER_SETTING = ("a run at the paper's setting decides it: TinyStories labelled by Stanza, the released Gemma-3-270M "
+                    "weights, model.layers.16, 128 contexts per class of 64 tokens")
+_DIFF = "eNTK − PCA macro AUROC: its 95 % paired-bootstrap interval"
+#: The chapter's claims, in the order the notebook records them. Bounds that depend on the run (the Lanczos tolerance,
+#: the number of morphology labels kept) are declared at the paper profile's values and set by :func:`claims`.
+CLAIMS: tuple[Spec, ...] = (
+    Spec("lanczos_max_residual", "check", "max ‖K̃v − λv‖/λ of the scored pairs", at_most(1e-3),
+         no_null="numerical check"),
+    Spec("lanczos_rel_error", "check", "largest relative error of the top eigenvalues, Lanczos vs dense eigh",
+         at_most(1e-3), no_null="numerical check"),
+    Spec("pos_macro_auroc_diff", "paper", f"{_DIFF}, word classes", interval_above(0),
+         paper=round(PAPER["pos_entk"] - PAPER["pos_pca"], 3)),
+    Spec("pos_macro_auroc_diff_paper", "paper", f"{_DIFF}, word classes",
+         interval_contains(round(PAPER["pos_entk"] - PAPER["pos_pca"], 3)),
+         paper=round(PAPER["pos_entk"] - PAPER["pos_pca"], 3)),
+    Spec("pos_macro_auroc_entk", "paper", "macro AUROC over 8 classes of the eNTK eigenvectors: its 95 % bootstrap",
+         interval_contains(PAPER["pos_entk"]), paper=PAPER["pos_entk"]),
+    Spec("pos_macro_auroc_pca", "paper", "macro AUROC over 8 classes of PCA: its 95 % bootstrap",
+         interval_contains(PAPER["pos_pca"]), paper=PAPER["pos_pca"]),
+    Spec("morph_macro_auroc_diff", "paper", f"{_DIFF}, morphology", interval_above(0),
+         paper=round(PAPER["morph_entk"] - PAPER["morph_pca"], 3)),
+    Spec("morph_macro_auroc_diff_paper", "paper", f"{_DIFF}, morphology",
+         interval_contains(round(PAPER["morph_entk"] - PAPER["morph_pca"], 3)),
+         paper=round(PAPER["morph_entk"] - PAPER["morph_pca"], 3)),
+    Spec("morph_macro_auroc_entk", "paper", "macro AUROC over the morphology labels of the eNTK eigenvectors: its 95 % "
+         "bootstrap", interval_contains(PAPER["morph_entk"]), paper=PAPER["morph_entk"]),
+    Spec("morph_macro_auroc_pca", "paper", "macro AUROC over the morphology labels of PCA: its 95 % bootstrap",
+         interval_contains(PAPER["morph_pca"]), paper=PAPER["morph_pca"]),
+    Spec("pos_macro_ap", "paper", "eNTK − PCA macro average precision over 8 classes: its 95 % paired-bootstrap interval",
+         interval_above(0), paper=round(PAPER["pos_ap_entk"] - PAPER["pos_ap_pca"], 3)),
+    Spec("pos_classes_entk_wins", "paper", "word classes (of 8) on which the eNTK's mean test AUROC is above PCA's",
+         at_least(7), paper="7 of 8 in the paper's own model.layers.16 table (PRON .703 < .723); 'every class' is "
+                            "Table 3's best layer per class"),
+    Spec("morph_features_entk_wins", "paper", "morphology labels on which the eNTK's mean test AUROC is above PCA's",
+         at_least(11), paper="all but one (of 12 labels)"),
+    Spec("best_layer", "paper", "word classes (of 8) whose best eNTK layer has a higher mean test AUROC than PCA's best "
+         "block", at_least(8), paper="8 of 8 (Table 3: each class at its best of the 18 blocks)"),
+    Spec("layer_chosen_on_train", "paper", "the layer chosen on the training halves", paper="model.layers.16 (Table 3)"),
+    Spec("contexts_kept", "check", "contexts whose predicted word has the true UPOS", paper="1024 (128 per class)"),
+    Spec("lanczos_seconds", "check", "shared cache, then top-k Lanczos per layer",
+         paper="~480 (A100, model.layers.16, N = 1024)"),
+)
+_SPEC = declared(CLAIMS)
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the claims are decided on: the :class:`Spectra` and the headline ``layer``; the :class:`DenseCheck`; each
+    swept layer's :class:`Comparison`; the :class:`RandomNull`; the :class:`LayerSweep`; the :class:`ProbeLabels`; the
+    contexts kept (N), tried, and the classes short of ``n_per_class``; where the run differs from the paper or not
+    (corpus, labeller, model and its weights, blocks in the model, device); and the run's parameters that the claims'
+    statistics name."""
+
+    spec: Spectra
+    layer: int
+    check: DenseCheck
+    results: Mapping[int, Comparison]
+    null: RandomNull
+    sweep: LayerSweep
+    labels: ProbeLabels
+    kept: int
+    tried: int
+    short: Mapping[str, int]
+    corpus: str
+    model: str
+    weights: str
+    n_layers: int
+    device: str
+    top_k: int
+    block_size: int
+    lanczos_tol: float
+    n_boot: int
+    split_seeds: int
+    min_support: int
+    n_per_class: int
+    context_tokens: int
+    labeller: str = "spaCy"
+
+
+def paper_setting_differences(f: Findings) -> list[str]:
+    """Return what in the run differs from the setting of the paper's numbers (:data:`PAPER_SETTING`), one phrase each
+    (empty at the paper's setting)."""
+    paper = PAPER_SETTING
+    out = []
+    if not f.corpus.startswith(paper["corpus"]):
+        out.append(f"the corpus is {f.corpus}, not {paper['corpus']}")
+    if f.labeller != paper["labeller"]:
+        out.append(f"the labels are {f.labeller}'s, not {paper['labeller']}'s")
+    if "gemma-3-270m" not in f.model.lower() or "GGUF" in f.weights:
+        out.append(f"the weights are {f.weights}, not the paper's {paper['model']}")
+    if f.layer != paper["layer"]:
+        out.append(f"the layer is model.layers.{f.layer}, not model.layers.{paper['layer']}")
+    if f.context_tokens != paper["context_tokens"]:
+        out.append(f"the contexts are {f.context_tokens} tokens long, not {paper['context_tokens']}")
+    if f.kept != paper["contexts"]:
+        out.append(f"N = {f.kept} contexts, not {paper['contexts']}")
+    return out
+
+
+def _at_other(what: str, differs: list[str]) -> str | None:
+    """Return the reason a claim on the paper's number is undecided at this run's setting (``what`` the number is), or
+    None at the paper's setting (``differs`` empty)."""
+    return f"{what}, and this run's differs ({'; '.join(differs)}); {AT_PAPER_SETTING}" if differs else None
+
+
+def _interval(d: PairedDifference) -> tuple[float, float]:
+    """Return a difference's macro interval, rounded to 4 digits."""
+    return round(float(d.macro_interval[0]), 4), round(float(d.macro_interval[1]), 4)
+
+
+def _rounded(x: float | None) -> float | None:
+    """Return ``x`` rounded to 4 digits, None when it is missing or not finite."""
+    return None if x is None or not np.isfinite(x) else round(float(x), 4)
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return the chapter's claims (:data:`CLAIMS`, in order) decided on ``findings``: the two numerical checks of
+    Lanczos, the signs and the paper's values of the eNTK − PCA differences and of each family's macro AUROC, the
+    class and label counts and the best layer, each against random directions probed by the same protocol (claims on
+    the paper's numbers undecided at another setting, naming what differs), and three reported figures."""
+    f = findings
+    head, head_spec, rand, levels = f.results[f.layer], f.spec.layers[f.layer], f.null.results[f.layer], f.null.levels
+    module, n_morph, nan = head_spec.module, len(f.labels.morph.names), (math.nan, math.nan)
+    layers = list(f.results)
+    setting = f"{module}, N = {f.kept} ({f.n_per_class} per class asked), {f.context_tokens}-token contexts"
+    differs = paper_setting_differences(f)
+    if differs and n_morph != PAPER_SETTING["morph_labels"]:
+        differs_morph = [*differs, f"{n_morph} morphology labels are kept, the paper's {PAPER_SETTING['morph_labels']}"]
+    else:
+        differs_morph = differs
+    no_morph = None if n_morph else (f"no morphology label of the predicted word passes support ≥ {f.min_support} and "
+                                     f"the purity/coverage filter at N = {f.kept}; the cpu profile (N = 1024) keeps 10")
+    level_why = f"PCA gives {levels['pca', 'pos'][0]:.3f} on word classes here against the paper's {PAPER['pos_pca']}"
+    random_what = f"{f.top_k} random unit directions of the block output in place of the eNTK eigenvectors"
+    out = [decide(replace(_SPEC["lanczos_max_residual"], bound=at_most(f.lanczos_tol)),
+                  float(head_spec.relative_residuals.max()),
+                  statistic=f"max ‖K̃v − λv‖/λ of the {f.top_k} scored pairs, {module} ({head_spec.pairs.n_matvecs} "
+                            f"products, blocks of {f.block_size})"),
+           decide(_SPEC["lanczos_rel_error"], float(f.check.rel_error.max()),
+                  statistic=f"largest relative error of the top-{f.top_k} eigenvalues, Lanczos "
+                            f"({f.check.lanczos.n_matvecs} products) vs dense eigh on {len(f.check.contexts)} contexts "
+                            f"of {f.check.tokens} tokens, {module}")]
+    for kind, d, r, n_labels, over in (("pos", head.pos, rand.pos, 8, "8 classes"),
+                                       ("morph", head.morph, rand.morph, n_morph, "the morphology labels")):
+        has = n_labels > 0
+        gone = no_morph if kind == "morph" else None
+        at_label = _at_other("the paper's number is for its own setting", differs_morph if kind == "morph" else differs)
+        null = Null(f"{random_what}, against the same PCA", _rounded(r.macro) if has else None,
+                    interval=_interval(r) if has else nan)
+        what = (f"eNTK − PCA macro AUROC over {over} ({setting}; n_boot {f.n_boot}, {f.split_seeds} splits): its 95 % "
+                "paired-bootstrap")
+        value, ci = (_rounded(d.macro), _interval(d)) if has else (None, nan)
+        out.append(decide(_SPEC[f"{kind}_macro_auroc_diff"], value, statistic=what, interval=ci, null=null,
+                          undecided=gone))
+        out.append(decide(_SPEC[f"{kind}_macro_auroc_diff_paper"], value, statistic=what, interval=ci, null=null,
+                          undecided=gone or at_label, why=level_why))
+        for family, source in (("entk", "the eNTK eigenvectors"), ("pca", f"PCA of the output of model.layers.{f.layer}")):
+            point, ci_f = levels[family, kind]
+            random_point, random_ci = levels["random", kind]
+            out.append(decide(
+                _SPEC[f"{kind}_macro_auroc_{family}"], _rounded(point),
+                statistic=f"macro AUROC over {over} of {source} (mean of {f.split_seeds} splits, held out; {setting}): "
+                          "its 95 % bootstrap",
+                interval=tuple(round(x, 4) for x in ci_f) if has else nan,
+                null=Null(random_what, _rounded(random_point),
+                          interval=tuple(round(x, 4) for x in random_ci) if has else nan),
+                undecided=gone or at_label, why=level_why))
+    pos_e, pos_p = head.entk_pos.auroc().mean(0), head.pca_pos.auroc().mean(0)
+    morph_e, morph_p = head.entk_morph.auroc().mean(0), head.pca_morph.auroc().mean(0)
+    out.append(decide(
+        _SPEC["pos_macro_ap"], _rounded(head.pos_ap.macro), interval=_interval(head.pos_ap),
+        statistic=f"eNTK − PCA macro average precision over 8 classes (eNTK {head.entk_pos.ap().mean():.3f}, PCA "
+                  f"{head.pca_pos.ap().mean():.3f}; paper {PAPER['pos_ap_entk']} vs {PAPER['pos_ap_pca']}; {setting}): "
+                  "its 95 % paired-bootstrap",
+        null=Null(f"{random_what}, against the same PCA", _rounded(rand.pos_ap.macro), interval=_interval(rand.pos_ap))))
+    out.append(decide(
+        _SPEC["pos_classes_entk_wins"], int((pos_e > pos_p).sum()),
+        statistic=f"word classes (of 8) on which the eNTK's mean test AUROC is above PCA's, {module} (the per-class "
+                  f"interval lies above 0 on {int((head.pos.interval[:, 0] > 0).sum())})",
+        null=Null(f"{random_what} against the same PCA", int((rand.entk_pos.auroc().mean(0) > pos_p).sum())),
+        undecided=_at_other("the bound is the paper's own count at its setting", differs)))
+    out.append(decide(
+        replace(_SPEC["morph_features_entk_wins"], bound=at_least(n_morph - 1)), int((morph_e > morph_p).sum()),
+        statistic=f"morphology labels (predicted word, support ≥ {f.min_support}, purity/coverage filter; {n_morph} "
+                  f"kept) on which the eNTK's mean test AUROC is above PCA's, {module}",
+        null=Null(f"{random_what} against the same PCA", int((rand.entk_morph.auroc().mean(0) > morph_p).sum())),
+        undecided=no_morph or _at_other("'all but one' is the paper's count over its 12 labels at its setting",
+                                        differs_morph)))
+    out.append(_best_layer(f, layers, random_what, differs))
+    best_entk, best_pca = f.sweep.best_entk, f.sweep.best_pca
+    out.append(reported(
+        _SPEC["layer_chosen_on_train"],
+        {"entk": f"model.layers.{best_entk}.mlp.down_proj",
+         "entk_test_pos_macro": round(float(f.results[best_entk].entk_pos.auroc().mean()), 4),
+         "pca": f"output of model.layers.{best_pca}",
+         "pca_test_pos_macro": round(float(f.sweep.pca[best_pca].auroc().mean()), 4)},
+        statistic=f"the layer chosen on the training halves; eNTK among model.layers.{layers}, PCA among every block"))
+    out.append(reported(_SPEC["contexts_kept"], {"kept": f.kept, "tried": f.tried, "short": dict(f.short)},
+                        statistic=f"contexts whose predicted word has the true UPOS ({f.context_tokens}-token "
+                                  f"contexts); classes short of {f.n_per_class}"))
+    out.append(reported(_SPEC["lanczos_seconds"], {"cache (all layers)": round(f.spec.cache_seconds, 1)}
+                        | {s.module: round(s.seconds, 1) for s in f.spec.layers.values()},
+                        statistic=f"shared cache, then top-{f.top_k} Lanczos per layer on {f.device}"))
+    return out
+
+
+def _best_layer(f: Findings, layers: list[int], random_what: str, differs: list[str]) -> Claim:
+    """Return the claim that each word class's best eNTK layer beats PCA's best block, against random directions at the
+    same layers; undecided while blocks are unswept or the setting is not the paper's."""
+    entk_best = np.max([f.results[l].entk_pos.auroc().mean(0) for l in layers], axis=0)
+    random_best = np.max([f.null.results[l].entk_pos.auroc().mean(0) for l in layers], axis=0)
+    pca_best = np.max([probe.auroc().mean(0) for probe in f.sweep.pca.values()], axis=0)
+    unswept = [l for l in range(f.n_layers) if l not in layers]
+    reasons = []
+    if unswept:
+        reasons.append(f"the eNTK ran at model.layers.{layers} only, {len(unswept)} of the {f.n_layers} blocks were not "
+                       "swept, and Table 3 takes each class's best over all of them (the paper profile's sweep: about "
+                       "180 CPU-hours on this machine, hours on one GPU)")
+    if differs:
+        reasons.append(_at_other("Table 3 is at the paper's setting", differs))
+    return decide(_SPEC["best_layer"], int((entk_best > pca_best).sum()),
+                  paper=f"8 of 8 (Table 3: each class at its best of the {f.n_layers} blocks)",
+                  statistic=f"word classes (of 8) whose best eNTK layer (among model.layers.{layers}) has a higher mean "
+                            "test AUROC than PCA's best block (among every block)",
+                  null=Null(f"{random_what}, best among the same layers", int((random_best > pca_best).sum())),
+                  undecided="; besides, ".join(reasons) or None)
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+def check_inputs(params: dict) -> None:
+    """Check chapter 07's parameters: top_k below the Lanczos ceiling, dense tokens within a context, a model the loader
+    can load here, the size of the Lanczos basis, the dense reference and the model (returns None; raises
+    ParameterError)."""
+    nb = "07_entk_gemma_grammar"
+    top_k, vectors = params["top_k"], params["lanczos_vectors"]
+    require(top_k < vectors, nb, "top_k", top_k, f"fewer than lanczos_vectors = {vectors}")
+    require(params["dense_tokens"] <= params["context_tokens"], nb, "dense_tokens", params["dense_tokens"],
+            f"at most context_tokens = {params['context_tokens']}")
+    loadable_model(nb, "model", params["model"])
+    if params["model"] not in LANGUAGE_MODELS:
+        return
+    d = LANGUAGE_MODELS[params["model"]][1]
+    n = N_WORD_CLASSES * params["n_per_class"] * d
+    fits(nb, params, [
+        Need(f"the Lanczos basis of one layer ({vectors} vectors of {n:,} numbers in float64)", 8 * vectors * n,
+             vectors * n, "lanczos_vectors"),
+        kernels(1, params["dense_examples"] * d, "dense_examples", "the dense reference"),
+        *language_model(params["model"], "model", 4),
+    ])

@@ -7,13 +7,15 @@ gives its top eigenpairs, for the model's current parameters or a saved state. C
 scores them against the Fourier features of a, b and of a ± b; :func:`initial_cliffs` (the kernel at a saved
 state) and :func:`random_block_q99` (random orthonormal blocks) are the claims' nulls; :func:`alignment_dynamics`
 follows the alignments over parameter snapshots and times their rise against the test accuracy's.
-:func:`train_onehot_mse` trains the MLP as :func:`~corekit.train.train_mse` does, with gradients derived by hand for
-one-hot inputs (the first layer gathered and scattered by index, not multiplied).
+:func:`claims` decides the chapter's claims (:data:`CLAIMS`) on the run's :class:`Findings`; :func:`check_inputs`
+refuses parameters that cannot make a run. :func:`train_onehot_mse` trains the MLP as :func:`~corekit.train.train_mse`
+does, with gradients derived by hand for one-hot inputs (the first layer gathered and scattered by index, not
+multiplied).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -25,8 +27,10 @@ from tqdm import tqdm
 from corekit import entk, subspaces
 from corekit.curves import first_step_reaching, grid_spacing, snapshot_schedule, steepest_rise
 from corekit.entk import Eigenpairs
+from corekit.inputs import Need, fits, kernels, require
 from corekit.models import BatchedQuadraticMLP
 from corekit.train import BatchedAdamW, History
+from corekit.verdicts import Claim, Null, Spec, at_least, at_most, decide, declared, equal_to
 
 
 def onehot_columns(x: Tensor, name: str = "x") -> Tensor:
@@ -166,11 +170,11 @@ def cliff_alignments(vectors: Tensor, n_cliff: int, F_ab: Tensor, F_sum: Tensor,
 def initial_cliffs(model: BatchedQuadraticMLP, state: Mapping[str, Tensor], X: Tensor, k: int, n_cliff: int,
                    F_ab: Tensor, F_sum: Tensor, F_diff: Tensor) -> dict[str, float]:
     """Return the float64 kernel of ``state`` (top ``k`` pairs) scored as the trained one: its detected cliff sizes
-    ("cliff1_size", "cliff2_size", from the two largest eigenvalue ratios after the top one) and
-    :func:`cliff_alignments` ("ab", "sum", "diff")."""
+    ("cliff1_size", "cliff2_size", from the two largest eigenvalue ratios after the top one), the two detected edges
+    ("edge1" < "edge2") and :func:`cliff_alignments` ("ab", "sum", "diff")."""
     eig_0 = mlp_spectrum(model, X, k, state=state)
     edge1_0, edge2_0 = entk.cliff_edges(eig_0.values, n_edges=2, start=1)
-    return dict(cliff1_size=edge1_0 - 1, cliff2_size=edge2_0 - edge1_0,
+    return dict(cliff1_size=edge1_0 - 1, cliff2_size=edge2_0 - edge1_0, edge1=edge1_0, edge2=edge2_0,
                 **cliff_alignments(eig_0.vectors, n_cliff, F_ab, F_sum, F_diff))
 
 
@@ -216,3 +220,149 @@ def alignment_dynamics(model: BatchedQuadraticMLP, history: History, test_acc: n
     t_peak_ab, _ = steepest_rise(snap_epochs, snap_ab)
     return AlignmentDynamics(snap_epochs, snap_ab, snap_sd, t_grok, t_95, t_peak, t_peak_ab,
                              grid_spacing(snap_epochs, t_peak))
+
+
+# --------------------------------------------------------------------------------------------
+# Claims
+
+#: The run's trained-model test: a network that generalises has held-out accuracy at least this.
+GENERALISES = 0.99
+#: The chapter's claims, in the order the notebook records them. The cliff sizes' bound is 4⌊p/2⌋ of the run's p
+#: (declared here at the paper's p = 29; :func:`claims` sets it from ``Findings.p``).
+CLAIMS: tuple[Spec, ...] = (
+    Spec("cliff1_size", "paper", "size of the first cliff (detected from the largest eigenvalue ratio after the top "
+         "one; 4⌊p/2⌋ expected)", equal_to(56), paper=56),
+    Spec("cliff2_size", "paper", "size of the second cliff (detected from the second-largest ratio; 4⌊p/2⌋ expected)",
+         equal_to(56), paper=56),
+    Spec("cliff1_alignment_ab", "paper", "alignment of eigenvectors 1…4⌊p/2⌋ with the a, b features (fraction of its "
+         "maximum)", at_least(0.97)),
+    Spec("cliff2_alignment_sum", "paper", "alignment of the next 4⌊p/2⌋ eigenvectors with the a + b features (fraction "
+         "of its maximum)", at_least(0.9)),
+    Spec("cliff2_alignment_diff", "paper", "alignment of the next 4⌊p/2⌋ eigenvectors with the a − b features "
+         "(fraction of its maximum)", at_least(0.85)),
+    Spec("alignment_peak_near_grok", "paper", "|t_peak − t_grok| in units of the tolerance max(snapshot spacing, "
+         "0.2 t_grok)", at_most(1), paper="near grokking"),
+    Spec("alignment_at_init", "paper", "cliff-2 alignment with the a ± b features at the first snapshot, as a fraction "
+         "of its value at the last", at_most(0.3), paper="weak at initialisation"),
+    Spec("final_test_accuracy", "precondition", "held-out accuracy at the last epoch", at_least(GENERALISES), paper=1.0),
+)
+_SPEC = declared(CLAIMS)
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the claims are decided on: the modulus ``p``; the trained kernel's two detected cliff edges (e1 < e2) and
+    its :func:`cliff_alignments`; :func:`initial_cliffs` of the kernel at initialisation (epoch ``first_epoch``);
+    :func:`random_block_q99` over ``n_random`` blocks; the :class:`AlignmentDynamics`; the held-out accuracy (S,) at
+    every evaluation epoch ``steps`` (S,)."""
+
+    p: int
+    edges: tuple[int, int]
+    align: Mapping[str, float]
+    init: Mapping[str, float]
+    random_q99: Mapping[str, float]
+    dynamics: AlignmentDynamics
+    test_acc: Sequence[float]
+    steps: Sequence[float]
+    n_random: int = 200
+
+    @property
+    def first_epoch(self) -> int:
+        """Return the first evaluated epoch (the network at initialisation)."""
+        return int(self.steps[0])
+
+    def generalising_snapshot(self) -> int | None:
+        """Return the index of the first kernel snapshot before the last whose held-out accuracy is ≥
+        :data:`GENERALISES`, None when there is none (the last is the trained network the fractions divide by)."""
+        accuracy = dict(zip((float(s) for s in self.steps), (float(a) for a in self.test_acc)))
+        return next((i for i, e in enumerate(self.dynamics.epochs[:-1]) if accuracy.get(float(e), 0.0) >= GENERALISES),
+                    None)
+
+
+def _fraction(first: float, last: float) -> float:
+    """Return first / last, infinite when ``last`` is not positive (no alignment to be a fraction of)."""
+    return float(first) / float(last) if float(last) > 0 else math.inf
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return the chapter's claims (:data:`CLAIMS`, in order) decided on ``findings``: the cliff sizes and alignments
+    against the kernel at initialisation and random blocks, the timing of the cliff-2 alignment against cliff 1's, its
+    weakness at initialisation against cliff 1 (built before training), and the accuracy the claims presuppose."""
+    f, dyn = findings, findings.dynamics
+    n_cliff = 4 * (f.p // 2)
+    at_init = f"the kernel at initialisation (epoch {f.first_epoch})"
+    random_block = f"99th percentile of {f.n_random} random blocks of {n_cliff} directions"
+    cliff1_there = ("on one-hot inputs the functions of a alone and of b alone (2(p − 1) of them) are a block of any "
+                    "first-layer kernel, so the untrained network's kernel already has this cliff")
+    edge_blocks = {f"edge {int(f.init[e])}": int(f.init[e]) - 1 for e in ("edge1", "edge2")}
+    size_bound = equal_to(n_cliff)
+    size1 = decide(replace(_SPEC["cliff1_size"], bound=size_bound), int(f.edges[0]) - 1, paper=n_cliff,
+                   null=Null(f"{at_init}: the block 1…e−1 before each of its two detected edges e", edge_blocks),
+                   why=cliff1_there if n_cliff in edge_blocks.values() else None)
+    size2 = decide(replace(_SPEC["cliff2_size"], bound=size_bound), int(f.edges[1]) - int(f.edges[0]), paper=n_cliff,
+                   null=Null(at_init, int(f.init["cliff2_size"])))
+    ab = _SPEC["cliff1_alignment_ab"]
+    out = [size1, size2,
+           decide(ab, float(f.align["ab"]), paper=f"{55.16 / 56:.4f} (authors' code, not printed)" if f.p == 29 else None,
+                  null=[Null(at_init, float(f.init["ab"])), Null(random_block, float(f.random_q99["ab"]))],
+                  why=cliff1_there if ab.bound.test(f.init["ab"]) else None)]
+    for key, printed in (("sum", 26.47), ("diff", 25.21)):
+        out.append(decide(_SPEC[f"cliff2_alignment_{key}"], float(f.align[key]),
+                          paper=round(printed / 28, 4) if f.p == 29 else None,
+                          null=[Null(at_init, float(f.init[key])), Null(random_block, float(f.random_q99[key]))]))
+    test_acc = np.asarray(f.test_acc, dtype=float)
+    tol = max(float(dyn.spacing), 0.2 * float(dyn.t_grok))
+    out.append(decide(
+        _SPEC["alignment_peak_near_grok"], abs(dyn.t_peak - dyn.t_grok) / tol,
+        statistic=f"|t_peak − t_grok| = {abs(dyn.t_peak - dyn.t_grok):.0f} epochs (cliff-2 alignment rises fastest at "
+                  f"{dyn.t_peak:.0f}, test accuracy at {dyn.t_grok:.0f}) in units of the tolerance max(snapshot "
+                  f"spacing {dyn.spacing:.0f}, 0.2 t_grok) = {tol:.4g} epochs",
+        null=Null("the same timing read from cliff 1's alignment, which is there from initialisation",
+                  abs(dyn.t_peak_ab - dyn.t_grok) / tol),
+        undecided=None if test_acc[-1] >= GENERALISES else
+        f"the network does not generalise (final test accuracy {test_acc[-1]:.3f} < {GENERALISES}), so there is no "
+        "grokking to time; the notebook's defaults (the paper's settings) decide it"))
+    first, last = float(dyn.epochs[0]), float(dyn.epochs[-1])
+    nulls = [Null(f"the same fraction for cliff 1 against the a, b features ({float(dyn.ab[0]):.3f} at epoch "
+                  f"{first:.0f}, {float(dyn.ab[-1]):.3f} at {last:.0f}), an alignment training does not build",
+                  _fraction(dyn.ab[0], dyn.ab[-1]))]
+    g = f.generalising_snapshot()
+    if g is not None:
+        nulls.append(Null(f"the same fraction at the first snapshot of the network that generalises (epoch "
+                          f"{float(dyn.epochs[g]):.0f}, held-out accuracy ≥ {GENERALISES})",
+                          _fraction(dyn.sd[g], dyn.sd[-1])))
+    out.append(decide(
+        _SPEC["alignment_at_init"], _fraction(dyn.sd[0], dyn.sd[-1]),
+        statistic=f"cliff-2 alignment with the a ± b features at epoch {first:.0f} ({float(dyn.sd[0]):.3f}) as a "
+                  f"fraction of its value at epoch {last:.0f} ({float(dyn.sd[-1]):.3f})", null=nulls))
+    out.append(decide(_SPEC["final_test_accuracy"], float(test_acc[-1]),
+                      null=Null(f"the network at initialisation (epoch {f.first_epoch})", float(test_acc[0]))))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+def check_inputs(params: dict) -> None:
+    """Check chapter 05's parameters: two cliffs and top_k within the p² inputs, training and held-out pairs both,
+    snapshots that reach the last epoch, the size of the p² x p² kernels (returns None; raises ParameterError)."""
+    nb = "05_entk_mlp_modular"
+    p, top_k = params["p"], params["top_k"]
+    n_cliff = 4 * (p // 2)
+    require(2 * n_cliff + 2 <= p * p, nb, "p", p, "a prime of at least 5 (two cliffs of 4⌊p/2⌋ eigenvectors among p² inputs)")
+    require(top_k <= p * p, nb, "top_k", top_k, f"at most p² = {p * p} (the number of inputs)")
+    n_train = int(round(params["train_frac"] * p * p))                 # modular_addition's torch split
+    require(0 < n_train < p * p, nb, "train_frac", params["train_frac"],
+            f"a fraction that leaves at least one training and one held-out pair of the p² = {p * p} pairs "
+            f"(round(train_frac · p²) = {n_train} training pairs)")
+    epochs, eval_every = params["epochs"], params["eval_every"]
+    require(epochs % eval_every == 0, nb, "eval_every", eval_every,
+            f"a divisor of epochs = {epochs} (the parameters are saved every eval_every epochs, and the kernels are "
+            "computed at the last epoch too)")
+    snapshots = epochs // eval_every + 1
+    weights = 3 * p * params["width"]
+    fits(nb, params, [
+        kernels(3, p * p, "p", "the kernels of both layers and their sum"),
+        Need(f"the {snapshots:,} parameter snapshots", 4 * snapshots * weights, weights, "epochs"),
+    ])

@@ -21,9 +21,12 @@ import torch
 from corekit import scaling
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.device import default_device
+from corekit.inputs import Need, distinct, require
+from corekit.inputs import fits as fits_in_memory
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import check_modulus, modular_addition
 from corekit.train import Dataset, History, train_ensemble
+from corekit.verdicts import Claim, Null, Spec, at_least, at_most, decide, declared, equal_to, interval_contains, reported
 
 
 @dataclass(frozen=True)
@@ -505,3 +508,294 @@ def draw_tau_panel(ax, points: dict[float, np.ndarray], runs: Sequence[RunResult
             label=f"power law: k = {exponent.estimate:.2f} [{exponent.low:.2f}, {exponent.high:.2f}]")
     band = scaling.power_law_band(points, xs, n_boot)
     ax.fill_between(xs, band.low, band.high, color="C0", alpha=0.2, lw=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+
+
+def check_inputs(params: dict) -> None:
+    """Check chapter 03's parameters: distinct seeds, ray_address only with Ray, the size of the largest shard's batch."""
+    nb = "03_grokking_scaling_law"
+    distinct(nb, "seeds", params["seeds"], "distinct seeds (the bootstrap resamples them)")
+    distinct(nb, "p_values", params["p_values"], "distinct moduli (each is one point of the p sweep)")
+    distinct(nb, "probe_p_values", params["probe_p_values"], "two distinct moduli")
+    distinct(nb, "probe_seeds", params["probe_seeds"], "distinct seeds")
+    require(set(params["probe_seeds"]) <= set(params["seeds"]), nb, "probe_seeds", params["probe_seeds"],
+            f"seeds of the sweep (seeds = {params['seeds']}), so the probe repeats runs of the sweep at another rate")
+    require(set(params["probe_p_values"]) <= set(params["p_values"]), nb, "probe_p_values", params["probe_p_values"],
+            f"moduli of the p sweep (p_values = {params['p_values']}), so the probe compares the same points")
+    require(not params.get("ray_address") or params["executor"] == "ray", nb, "ray_address", params.get("ray_address"),
+            "an empty string unless executor is 'ray' (the local executor does not use Ray)")
+    n_seeds, frac = len(params["seeds"]), params["train_frac"]
+    cap = params["max_models_per_shard"] or None
+    n_ctx = 3 if params["equals_token"] else 2
+    shards_ = [(min(n_seeds, cap or n_seeds), int(frac * p * p), "p_values") for p in params["p_values"]]
+    omega_pairs = int(frac * params["omega_p"] ** 2)
+    batch = params["omega_batch_size"] if 0 < params["omega_batch_size"] < omega_pairs else omega_pairs
+    models = len(params["weight_decays"]) * n_seeds
+    shards_.append((min(models, cap or models), batch, "omega_p"))
+    models, batch, parameter = max(shards_, key=lambda shard: shard[0] * shard[1])
+    hidden = models * batch * n_ctx * params["d_mlp"]
+    fits_in_memory(nb, params, [Need("the MLP activations of a batch of the largest shard", 4 * hidden, hidden, parameter)])
+
+
+# --------------------------------------------------------------------------------------------
+# Claims
+
+#: The chapter's claims, declared before any run, in the order the notebook records them.
+CLAIMS: tuple[Spec, ...] = (
+    Spec("omega_exponent", "paper", "power-law exponent of τ in ω", equal_to(-1, 0.15), paper=-1.02),
+    Spec("p_exponent", "paper", "power-law exponent of τ in p over the moduli ≥ 3 p_c", interval_contains(-1),
+         paper="≈ −1 (τ ∝ 1/p)"),
+    Spec("p_exponent_all_moduli", "paper", "power-law exponent of τ in p over every modulus [estimate, low, high]"),
+    Spec("p_exponent_of_log_law", "check", "power-law exponent of the fitted log law over the moduli ≥ 3 p_c "
+                                           "(a property of the fit: −1 for any data once p ≫ p_c)",
+         paper="→ −1 for p ≫ p_c"),
+    Spec("collapse_omega", "paper", "max / min over the points of the ω sweep of the geometric mean of τ·ω·p",
+         at_most(1.5), paper="τ ∝ 1/(ωp): one level"),
+    Spec("collapse_p_far", "paper", "max / min over the points of the moduli ≥ 3 p_c of the geometric mean of τ·ω·p",
+         at_most(1.5), paper="τ ∝ 1/(ωp): one level"),
+    Spec("collapse_max_min", "paper", "max / min of the geometric mean of τ·ω·p over every point of both sweeps"),
+    Spec("collapse_cv", "paper", "CV of τ·ω·p over grokked runs"),
+    Spec("log_law_r2", "paper", "R² of τ(p) = −Ω log(1 − p_c/p) with 0 < p_c < min p", at_least(0.9),
+         paper="the authors' fit (grok_sweep.py)"),
+    Spec("log_law_p_c", "paper", "p_c of τ(p) = −Ω log(1 − p_c/p) [estimate, low, high]"),
+    Spec("log_law_vs_power_law_aic", "extension", "AIC(log law) − AIC(power law) in log τ at the fitted moduli",
+         at_most(0)),
+    Spec("aic_power_from_log_law", "check",
+         "share of data sets drawn from the fitted log law on which the log law wins the AIC"),
+    Spec("times_per_modulus", "extension", "geometric means [t_train, t_test, τ] per modulus"),
+    Spec("probe_paper_lr", "extension", "[t_train, t_test, τ] at the probe's learning rate on its two moduli, and the "
+                                        "exponent of τ between them at both learning rates"),
+    Spec("censored_runs", "precondition", "runs censored (no grokking within the step budget)"),
+    Spec("omega_exponent_censored_bound", "extension",
+         "ω exponent with censored runs at their lower bound instead of left out"),
+    Spec("bootstrap_failed_resamples", "check", "bootstrap resamples that left too few points to fit (excluded from "
+                                                "the intervals)"),
+    Spec("tau_resolution", "check", "largest eval_every / τ over grokked runs", paper="τ measured every step"),
+)
+_SPEC = declared(CLAIMS)
+#: The share of data sets drawn from the fitted log law at or above which a positive AIC difference cannot reject it
+#: (the mirror of the power-law null's 5th percentile).
+LOG_LAW_TAIL = 0.05
+#: What a run that decides the p claims needs, named in their undecided reasons.
+PAPER_PROFILE = ("the paper profile (notebooks/params/paper/03_grokking_scaling_law.yaml: moduli 31–101, the ω sweep "
+                 "at p 53) runs more moduli, about 40 single-thread CPU-hours or ≤ 10 min on one H200")
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What chapter 03's claims are decided on: the fits of both sweeps (:func:`fit_sweeps`), every distinct run of both
+    sweeps (``results``), the p sweep's runs and the probe's runs (at ``probe_lr``), and the parameters the claims
+    name; ``n_draws`` data sets are drawn from each fitted law for the comparison of the two laws."""
+
+    fits: SweepFits
+    results: Sequence[RunResult]
+    p_runs: Sequence[RunResult]
+    probe_runs: Sequence[RunResult]
+    omega_p: int
+    sweep_weight_decay: float
+    lr: float
+    probe_lr: float
+    probe_p_values: Sequence[int]
+    eval_every: int
+    n_boot: int
+    n_draws: int = 200
+
+
+def _steps(t: float | None) -> str:
+    """Return a step count for a sentence of reason ("none grokked" for None)."""
+    return "none grokked" if t is None else f"{t:.0f}"
+
+
+def _rounded(interval: scaling.Interval, digits: int = 3) -> tuple[float, float]:
+    """Return (low, high) of ``interval``, rounded."""
+    return round(interval.low, digits), round(interval.high, digits)
+
+
+def _log_law_exponent(fit: scaling.Fit | None, moduli: Sequence[float]) -> float:
+    """Return the power-law exponent of the fitted log law itself over ``moduli`` (NaN without a fit or two moduli)."""
+    if fit is None or fit.params["Omega"] <= 0 or len(moduli) < 2:
+        return float("nan")
+    xs = np.asarray(moduli, dtype=float)
+    return scaling.power_law_fit(xs, fit.predict(xs)).params["k"]
+
+
+def _pooled(points: dict) -> dict:
+    """Return ``points`` {key: τ (n,)} with every point given all the points' τ: τ with no dependence on the key."""
+    everything = np.concatenate([np.asarray(v, dtype=float) for v in points.values()])
+    return {k: everything for k in points}
+
+
+def _exponent_claims(f: Findings, far: list[float], p_c: float) -> list[Claim]:
+    """Return the claims on the exponents of τ in ω and in p (tested and reported), in declared order."""
+    sf, no_fit = f.fits, no_fit_interval(f.n_boot)
+    omega_k, p_k = sf.exponents.get("ω", no_fit), sf.exponents.get("p", no_fit)
+    censored = sum(r.censored for r in f.results)
+    omegas = list(sf.omega_points)
+    omega_null = exponent_interval(scaling.permuted_points(sf.omega_points, seed=0), f.n_boot)
+    out = [decide(_SPEC["omega_exponent"], round(omega_k.estimate, 3), interval=_rounded(omega_k),
+                  statistic=f"power-law exponent of τ in ω ({omega_k.describe()} of the seeds beside it)",
+                  null=Null("the same fit with τ permuted among the ω sweep's runs", round(omega_null.estimate, 3),
+                            interval=_rounded(omega_null)),
+                  why=f"interval [{omega_k.low:.3f}, {omega_k.high:.3f}] over ω = {min(omegas):g}–{max(omegas):g} at "
+                      f"p = {f.omega_p}, {censored} runs censored")]
+    p_far = {x: sf.p_points[x] for x in far}
+    enough = len(far) >= 3
+    p_test_k = exponent_interval(p_far, f.n_boot) if enough else no_fit
+    p_null = exponent_interval(scaling.permuted_points(p_far, seed=0), f.n_boot) if enough else no_fit
+    moduli = ", ".join(f"{x:g}" for x in sf.p_points)
+    undecided = (None if enough else
+                 "the log law did not converge, so p_c and the moduli with p ≫ p_c are unknown; " + PAPER_PROFILE
+                 if sf.log_error is not None else
+                 f"no log law was fitted (it needs three moduli, two of them with a grokked run; run: {moduli}), so "
+                 "p_c and the moduli with p ≫ p_c are unknown; " + PAPER_PROFILE
+                 if sf.log_fit is None else
+                 f"only {len(far)} of the moduli run ({moduli}) reach 3 p_c = {3 * p_c:.0f} (p_c {p_c:.1f} from the "
+                 "log-law fit), and τ ∝ 1/p is claimed for p ≫ p_c; three or more such moduli let the claim be tested")
+    p_times = times_per_point(f.p_runs)
+    out.append(decide(
+        _SPEC["p_exponent"], round(p_test_k.estimate, 3), interval=_rounded(p_test_k),
+        statistic=f"power-law exponent of τ in p over the moduli ≥ 3 p_c ({p_test_k.describe()} of the seeds)",
+        null=Null("the same fit with τ permuted among the runs of those moduli (no dependence on p)",
+                  round(p_null.estimate, 3), interval=_rounded(p_null)),
+        undecided=undecided,
+        why=f"fitted over p = {', '.join(f'{x:g}' for x in far)} (3 p_c = {3 * p_c:.1f}); over all moduli "
+            f"{p_k.summary()}; from p {p_times[0]['p']} to {p_times[-1]['p']} t_train goes "
+            f"{_steps(p_times[0]['t_train'])} → {_steps(p_times[-1]['t_train'])} steps and t_test "
+            f"{_steps(p_times[0]['t_test'])} → {_steps(p_times[-1]['t_test'])}"))
+    out.append(reported(_SPEC["p_exponent_all_moduli"], [round(v, 3) for v in (p_k.estimate, p_k.low, p_k.high)],
+                        statistic=f"power-law exponent of τ in p over every modulus [estimate, low, high] "
+                                  f"({p_k.describe()})"))
+    out.append(reported(_SPEC["p_exponent_of_log_law"], round(_log_law_exponent(sf.log_fit, far), 3)))
+    return out
+
+
+def _collapse_claims(f: Findings, far: list[float]) -> list[Claim]:
+    """Return the claims on the collapse of τ·ω·p (the ω sweep, the moduli ≥ 3 p_c, every point, every run)."""
+    grokked = [r for r in f.results if not r.censored and r.tau > 0]
+    by_point: dict[tuple[float, float], list[float]] = {}
+    for r in grokked:
+        by_point.setdefault((float(r.p), float(r.weight_decay)), []).append(r.tau)
+    points = {k: np.asarray(v, dtype=float) for k, v in by_point.items()}
+    subsets = {"omega": ("the ω sweep", {k: v for k, v in points.items() if k[0] == f.omega_p}),
+               "p_far": ("the moduli ≥ 3 p_c", {k: v for k, v in points.items()
+                                                if k[0] in far and k[1] == f.sweep_weight_decay})}
+    out = []
+    for name, (where, subset) in subsets.items():
+        enough = len(subset) >= 2
+        value = scaling.collapse_ratio(subset) if enough else float("nan")
+        shuffled = scaling.collapse_ratio(scaling.permuted_points(subset, seed=0)) if enough else float("nan")
+        flat = scaling.collapse_ratio(_pooled(subset)) if enough else float("nan")
+        out.append(decide(
+            _SPEC[f"collapse_{name}"], round(value, 3),
+            statistic=f"max / min over the points of {where} of the geometric mean of τ·ω·p",
+            null=[Null(f"the same with τ permuted among the runs of {where} (no dependence on ω or p)",
+                       round(shuffled, 3)),
+                  Null(f"τ with no dependence on ω or p (every point of {where} given all its runs' τ): the spread "
+                       "of ω·p itself", round(flat, 3))],
+            undecided=None if enough else f"fewer than two points in {where}",
+            why="per-point geometric means of τωp: " + ", ".join(
+                f"(p {k[0]:g}, ω {k[1]:g}) {np.exp(np.log(v).mean()) * k[0] * k[1]:.0f}" for k, v in subset.items())))
+    products = scaling.collapse_values([r.p for r in grokked], [r.weight_decay for r in grokked],
+                                       [r.tau for r in grokked])
+    out.append(reported(_SPEC["collapse_max_min"], round(scaling.collapse_ratio(points), 3) if len(points) >= 2
+                        else None))
+    out.append(reported(_SPEC["collapse_cv"], round(scaling.coefficient_of_variation(products), 3)
+                        if len(products) >= 2 else float("nan")))
+    return out
+
+
+def _law_claims(f: Findings) -> list[Claim]:
+    """Return the claims on τ(p) = −Ω log(1 − p_c/p): its R², its p_c, and its comparison with the power law."""
+    sf = f.fits
+    min_p = min(sf.p_points)
+    log_fit = sf.log_fit
+    log_r2, p_c = (log_fit.r2, log_fit.params["p_c"]) if log_fit is not None else (float("nan"), float("nan"))
+    gm_p = scaling.geometric_means(sf.p_points) if scaling.fittable(sf.p_points) else (np.array([]), np.array([]))
+    try:
+        shuffled_fit = scaling.log_law_fit(*scaling.geometric_means(scaling.permuted_points(sf.p_points, seed=0)))
+    except (RuntimeError, ValueError):
+        shuffled_fit = None
+    r2_power = log_law_r2_inside(gm_p[0], sf.fits["p"].predict(gm_p[0])) if "p" in sf.fits and len(gm_p[0]) >= 3 \
+        else None
+    r2_shuffled = (round(shuffled_fit.r2, 3) if shuffled_fit is not None
+                   and 1e-3 * min_p < shuffled_fit.params["p_c"] < (1 - 1e-3) * min_p else None)
+    too_few = (f"only {len(gm_p[0])} moduli have a grokked run, and a law of two parameters fits two points exactly "
+               "(three or more moduli with grokked runs let it be tested)") if len(gm_p[0]) < 3 else None
+    out = [decide(_SPEC["log_law_r2"], round(log_r2, 3) if log_fit is not None and log_law_r2_inside(*gm_p) is not None
+                  else None,
+                  statistic=f"R² of τ(p) = −Ω log(1 − p_c/p) with 0 < p_c < min p = {min_p}",
+                  null=[Null("a plain power law through the same moduli (no pole)", r2_power),
+                        Null("τ permuted among the moduli", r2_shuffled)],
+                  undecided=too_few,
+                  why=f"R² {log_r2:.3f} with p_c {p_c:.3g} over p = {min_p}–{max(sf.p_points)}")]
+    interval = sf.p_c_interval
+    out.append(reported(_SPEC["log_law_p_c"], [round(v, 2) for v in (interval.estimate, interval.low, interval.high)]
+                        if interval else None,
+                        statistic=f"p_c [estimate, low, high] ({interval.describe() if interval else 'no fit'})"))
+    nan = np.array([float("nan")])
+    aic_diff = scaling.aic_difference(*gm_p) if len(gm_p[0]) >= 2 else float("nan")
+    power_draws = scaling.power_law_aic_null(*gm_p, n_draws=f.n_draws) if len(gm_p[0]) >= 3 else nan
+    log_draws = scaling.log_law_aic_null(*gm_p, n_draws=f.n_draws) if len(gm_p[0]) >= 3 and log_fit is not None else nan
+    log_finite = log_draws[np.isfinite(log_draws)]
+    aic_null = float(np.nanpercentile(power_draws, 5)) if np.isfinite(power_draws).any() else float("nan")
+    log_wins = float(np.mean(log_finite <= 0)) if len(log_finite) else float("nan")
+    as_large = float(np.mean(log_finite >= aic_diff)) if len(log_finite) and math.isfinite(aic_diff) else float("nan")
+    cannot_reject = (f"data drawn from the fitted log law itself give a difference of at least {aic_diff:.3g} in "
+                     f"{as_large:.0%} of {len(log_finite)} draws (≥ {LOG_LAW_TAIL:.0%}), so the power law's lead does "
+                     "not reject the log law; more moduli, near p_c and well past it, where the two laws part, would "
+                     "decide it") if aic_diff > 0 and as_large >= LOG_LAW_TAIL else None
+    out.append(decide(
+        _SPEC["log_law_vs_power_law_aic"], round(aic_diff, 3),
+        null=Null(f"5th percentile over {f.n_draws} data sets drawn from the fitted power law with the data's scatter",
+                  round(aic_null, 3)),
+        undecided=too_few or cannot_reject,
+        why=(f"AIC {sf.laws['aic_log']:.3g} (log law) against {sf.laws['aic_power']:.3g} (power law); on "
+             f"{f.n_draws} data sets drawn from the fitted log law the log law wins {log_wins:.0%} of the time (the "
+             f"comparison's power); {int(np.isnan(power_draws).sum())} of the power-law draws had no log-law fit")
+        if sf.laws else "no log-law fit"))
+    out.append(reported(_SPEC["aic_power_from_log_law"], round(log_wins, 3),
+                        statistic=f"share of {f.n_draws} data sets drawn from the fitted log law on which the log law "
+                                  "wins the AIC"))
+    return out
+
+
+def _figures(f: Findings) -> list[Claim]:
+    """Return the reported figures: times per modulus, the probe at the second learning rate, censored runs, the
+    ω exponent with censored runs as bounds, failed resamples and the resolution of τ."""
+    p_times, probe_times = times_per_point(f.p_runs), times_per_point(f.probe_runs)
+    probe_k = {f"lr {rate:g}": two_point_exponent(rows, f.probe_p_values)
+               for rate, rows in ((f.lr, p_times), (f.probe_lr, probe_times))}
+    columns = ("t_train", "t_test", "tau")
+    rounded = {row_set: {f"p {row['p']}": [None if row[k] is None else round(row[k]) for k in columns] for row in rows}
+               for row_set, rows in (("sweep", p_times), ("probe", probe_times))}
+    no_fit = no_fit_interval(f.n_boot)
+    omega_k, p_k = f.fits.exponents.get("ω", no_fit), f.fits.exponents.get("p", no_fit)
+    taus = [r.tau for r in f.results if not r.censored and r.tau > 0]
+    return [
+        reported(_SPEC["times_per_modulus"], rounded["sweep"],
+                 statistic=f"geometric means [t_train, t_test, τ] per modulus at lr {f.lr:g}"),
+        reported(_SPEC["probe_paper_lr"], {**rounded["probe"], **{f"exponent, {k}": None if v is None else round(v, 3)
+                                                                  for k, v in probe_k.items()}},
+                 statistic=f"[t_train, t_test, τ] at lr {f.probe_lr:g} on p = {list(f.probe_p_values)}, and the "
+                           f"exponent of τ between those moduli at lr {f.lr:g} and {f.probe_lr:g}"),
+        reported(_SPEC["censored_runs"], sum(r.censored for r in f.results),
+                 statistic=f"runs censored, of {len(f.results)}"),
+        reported(_SPEC["omega_exponent_censored_bound"], round(f.fits.omega_k_bound, 3)),
+        reported(_SPEC["bootstrap_failed_resamples"], {"ω": omega_k.failed, "p": p_k.failed},
+                 statistic=f"resamples of {f.n_boot} that left too few points to fit (excluded from the intervals)"),
+        reported(_SPEC["tau_resolution"], round(f.eval_every / min(taus), 4) if taus else None),
+    ]
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return chapter 03's claims decided on ``findings``, in the order of :data:`CLAIMS`: the exponents of τ in ω and
+    p (the p exponent over the moduli ≥ 3 p_c of the log law fitted on every modulus), the collapse of τ·ω·p, the log
+    law's fit and its comparison with a power law, and the reported figures."""
+    log_fit = findings.fits.log_fit
+    p_c = log_fit.params["p_c"] if log_fit is not None else float("nan")
+    far = far_moduli(findings.fits.p_points, p_c)
+    return [*_exponent_claims(findings, far, p_c), *_collapse_claims(findings, far), *_law_claims(findings),
+            *_figures(findings)]

@@ -10,8 +10,12 @@ core dimensions keep-only needs, :func:`fit_margin` fits the margin on the coord
 :func:`newest_position_generation` steers it as the ACE authors' demo does (the newest position only,
 a strength chosen at every step). Every figure reported comes from the held-out prompts.
 :func:`model_nulls` and :func:`cross_model_nulls` measure the same statistics without the axis (random directions,
-shuffled prompts), and :func:`authors_comparison` runs the pipeline on the authors' sentences beside their code's record
-(:func:`authors_sentences_comparisons`: every recorded model, loaded and measured on their split).
+shuffled prompts) and along the difference-of-means direction (:func:`mean_difference_directions`), and
+:func:`authors_comparison` runs the pipeline on the authors' sentences beside their code's record
+(:func:`authors_sentences_comparisons`: every recorded model, loaded and measured on their split). The notebook picks its
+layer below the last (``sweep(..., before_last=True)``): layer L, the last block's output, is read by the final norm
+and the unembedding alone. :data:`CLAIMS` declares the chapter's claims, :func:`claims` decides them on
+:class:`Findings`, and :func:`check_inputs` checks the parameters before a run.
 
 ``find_axis(..., last_layer="post_norm")`` reproduces one step of the authors' ``SVA_uni.py``: at the
 last layer L their axis and mean come from ``hidden_states[L]``, the output of the final norm, while
@@ -19,16 +23,18 @@ their edit acts on the last block's output, before that norm.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from corekit import ace, stats
+from corekit.inputs import MODEL_DTYPES, distinct, fits, language_model, require
 from corekit.lm import (
     LM,
+    OFFLINE,
     Batch,
     LastToken,
     PositionEdit,
@@ -49,6 +55,7 @@ from corekit.lm import (
 from corekit.lm.model import final_logit_softcap
 from corekit.lm.stream import forward
 from corekit.tasks.agreement import Sentence, first_verb_number, labels, margin_head
+from corekit.verdicts import Bound, Claim, Null, Spec, at_least, at_most, decide, declared, equal_to, reported
 
 
 @dataclass
@@ -177,10 +184,16 @@ class Sweep:
         """Return the held-out AUROC of ``kind`` at the chosen layer."""
         return float(self.auroc[kind][self.index])
 
+    def value(self, kind: str, layer: int) -> float:
+        """Return the held-out AUROC of ``kind`` at ``layer`` (one of ``layers``)."""
+        return float(self.auroc[kind][self.layers.index(layer)])
 
-def sweep(m: Measured, axis: Axis, layers: Sequence[int], scope: str = "last") -> Sweep:
+
+def sweep(m: Measured, axis: Axis, layers: Sequence[int], scope: str = "last", before_last: bool = False) -> Sweep:
     """Return the ablations of ``axis`` at ``layers`` in ``scope`` ("last" or "from_subject"), the layer chosen by the
-    lowest flip AUROC on the training prompts.
+    lowest flip AUROC on the training prompts (with ``before_last``, among the layers below L only: layer L, the last
+    block's output, is read by the final norm and the unembedding alone, so any direction that moves the margin there
+    acts on it; the layers swept are all measured).
 
     "last" edits about the last token's training mean (the core's); "from_subject" edits each position
     about the training mean of its own position class (offset from the subject; the last prompt token
@@ -197,10 +210,38 @@ def sweep(m: Measured, axis: Axis, layers: Sequence[int], scope: str = "last") -
     flip_train = ablations(m.lm, data[0], head, axis.q, centres, layers, ["flip"], scope=scope,
                            states=states[0])["flip"]
     flip_train_auroc = stats.auroc(flip_train, m.train.y)
-    layer = layers[int(np.argmin(flip_train_auroc))]
+    layer = layers[_lowest(flip_train_auroc, layers, m.n_layers if before_last else None)]
     margins = ablations(m.lm, data[1], head, axis.q, centres, layers, scope=scope, states=states[1])
     return Sweep(scope, layers, flip_train_auroc, layer, margins,
                  {k: stats.auroc(v, m.test.y) for k, v in margins.items()}, centres)
+
+
+def _lowest(flip_auroc: np.ndarray, layers: Sequence[int], below: int | None) -> int:
+    """Return the index of the lowest of ``flip_auroc`` (len(layers),) among the layers below ``below`` (None: all; all
+    when none is below), the first on ties."""
+    eligible = [i for i, layer in enumerate(layers) if below is None or layer < below] or list(range(len(layers)))
+    return eligible[int(np.argmin(np.asarray(flip_auroc)[eligible]))]
+
+
+def mean_difference_directions(m: Measured) -> Tensor:
+    """Return the difference-of-means direction of every layer (L+1, D): the mean last-token residual of the plural
+    training prompts minus that of the singular ones, normalised to unit length (float64)."""
+    h = m.train.last.h.double()
+    plural = torch.as_tensor(np.asarray(m.train.y) == 1, device=h.device)
+    if bool(plural.all()) or not bool(plural.any()):
+        raise ValueError("the difference-of-means direction needs singular and plural training prompts")
+    d = h[:, plural].mean(1) - h[:, ~plural].mean(1)
+    return d / d.norm(dim=-1, keepdim=True)
+
+
+def directions_layer_choice(m: Measured, axis: Axis, directions: Tensor, before_last: bool = False) -> int:
+    """Return the layer the last-position rule picks (lowest training flip AUROC over layers 0 … L, or 0 … L − 1 with
+    ``before_last``) when each layer's axis is the given unit direction (L+1, D), reflected about the same mean."""
+    layers = list(range(m.n_layers + 1))
+    q = directions[:, :, None].to(axis.q)
+    flip = ablations(m.lm, m.train.prefix, margin_head(m.lm), q, {l: axis.core.mean[l] for l in layers}, layers,
+                     ["flip"], scope="last", states=m.train.last.h)["flip"]
+    return layers[_lowest(stats.auroc(flip, m.train.y), layers, m.n_layers if before_last else None)]
 
 
 def random_directions(d: int, k: int, seed: int) -> Tensor:
@@ -211,14 +252,11 @@ def random_directions(d: int, k: int, seed: int) -> Tensor:
     return x / x.norm(dim=1, keepdim=True)
 
 
-def random_layer_choice(m: Measured, axis: Axis, seed: int) -> int:
-    """Return the layer the last-position rule picks (lowest training flip AUROC over layers 0 … L) when each layer's
-    axis is a random unit direction (one per layer, seeded), reflected about the same mean as the axis."""
-    layers = list(range(m.n_layers + 1))
-    q = random_directions(m.lm.d_model, len(layers), seed)[:, :, None].to(axis.q)
-    flip = ablations(m.lm, m.train.prefix, margin_head(m.lm), q, {l: axis.core.mean[l] for l in layers}, layers,
-                     ["flip"], scope="last", states=m.train.last.h)["flip"]
-    return layers[int(np.argmin(stats.auroc(flip, m.train.y)))]
+def random_layer_choice(m: Measured, axis: Axis, seed: int, before_last: bool = False) -> int:
+    """Return the layer the last-position rule picks (lowest training flip AUROC over layers 0 … L, or 0 … L − 1 with
+    ``before_last``) when each layer's axis is a random unit direction (one per layer, seeded), reflected about the same
+    mean as the axis."""
+    return directions_layer_choice(m, axis, random_directions(m.lm.d_model, m.n_layers + 1, seed), before_last)
 
 
 @dataclass
@@ -242,8 +280,15 @@ class RandomNull:
 def random_null(m: Measured, axis: Axis, scope: Sweep, k: int, seed: int,
                 kinds: Sequence[str] = ("keep_only", "remove", "flip")) -> RandomNull:
     """Return :class:`RandomNull` of ``k`` random unit directions (seeded) at ``scope``'s chosen layer."""
+    return directions_null(m, axis, scope, random_directions(m.lm.d_model, k, seed), kinds)
+
+
+def directions_null(m: Measured, axis: Axis, scope: Sweep, directions: Tensor,
+                    kinds: Sequence[str] = ("keep_only", "remove", "flip")) -> RandomNull:
+    """Return :class:`RandomNull` of the given unit directions (k, D) (random ones, or the difference-of-means
+    direction) in place of the axis at ``scope``'s chosen layer, each edited exactly as the axis is."""
     layer, head = scope.layer, margin_head(m.lm)
-    R = random_directions(m.lm.d_model, k, seed).to(axis.q)
+    R = directions.to(axis.q)
     data, states = ((m.test.prefix, m.test.last.h) if scope.scope == "last" else (m.test.batch, None))
     margins = {kind: [] for kind in kinds}
     for r in R:
@@ -262,7 +307,7 @@ def random_null(m: Measured, axis: Axis, scope: Sweep, k: int, seed: int,
         null.z_test = (z_test.T * sign[:, None]).cpu()
         null.coordinate_auroc = np.atleast_1d(stats.auroc(null.z_test, m.test.y))
         null.margin_r2 = np.array([stats.held_out_affine_r2(z_train[:, j], m.train.last.value, z_test[:, j],
-                                                            m.test.last.value)[2] for j in range(k)])
+                                                            m.test.last.value)[2] for j in range(len(R))])
     return null
 
 
@@ -453,11 +498,28 @@ def newest_position_generation(m: Measured, axis: Axis, layer: int, prompts: Seq
 
 
 @dataclass
+class MeanDifferenceNull:
+    """The chapter's statistics with the difference-of-means direction (plural minus singular training mean of the
+    last-token residual, per layer, :func:`mean_difference_directions` (L+1, D)) in place of the axis, edited exactly as
+    the axis is: at the last-position layer and the from-subject layer (:class:`RandomNull` of one direction), the layer
+    the last-position rule picks with it at every layer, and our flip (``generation``) and the authors' steering
+    (``steering``) along it."""
+
+    directions: Tensor
+    last: RandomNull
+    subject: RandomNull
+    layer: int
+    generation: Generation
+    steering: Generation
+
+
+@dataclass
 class Nulls:
     """The nulls of one model's claims: ``n_random`` random unit directions at the last-position layer and
     ``n_random_subject`` at the from-subject layer (:class:`RandomNull`), the layer the last-position rule picks with a
-    random direction at every layer, the rank curve of random nested subspaces, and our flip (``generation``) and the
-    authors' steering (``steering``) along one random direction."""
+    random direction at every layer, the rank curve of random nested subspaces, our flip (``generation``) and the
+    authors' steering (``steering``) along one random direction, and the same statistics along the difference-of-means
+    direction (:class:`MeanDifferenceNull`)."""
 
     last: RandomNull
     subject: RandomNull
@@ -465,25 +527,38 @@ class Nulls:
     rank: RankCurve
     generation: Generation
     steering: Generation
+    mean_difference: MeanDifferenceNull | None = None
 
 
 def model_nulls(m: Measured, axis: Axis, last: Sweep, subject: Sweep, prompts: Sequence[Sentence], max_new_tokens: int,
                 nlp, plain: Generation, ranks: Sequence[int], n_random: int, n_random_subject: int, seed: int,
-                generation_seed: int) -> Nulls:
+                generation_seed: int, before_last: bool = False) -> Nulls:
     """Return :class:`Nulls` of one model: random directions seeded ``seed`` (last and from-subject scopes), ``seed`` + 1
     (the layer), ``seed`` + 2 (the random basis (D, max(ranks)), orthonormalised by QR) and ``seed`` + 3 (the one
-    direction of the generation nulls, sampled with ``generation_seed`` against the ``plain`` sampled Generation)."""
+    direction of the generation nulls, sampled with ``generation_seed`` against the ``plain`` sampled Generation), and
+    the difference-of-means direction's; ``before_last`` as the sweeps' layer rule (layers below L only)."""
     D, r0 = m.lm.d_model, random_directions(m.lm.d_model, 1, seed + 3)[0]
     basis = torch.linalg.qr(random_directions(D, max(ranks), seed + 2).T)[0]
+    diff = mean_difference_directions(m)
+    mean_difference = MeanDifferenceNull(
+        directions=diff.cpu(),
+        last=directions_null(m, axis, last, diff[last.layer][None]),
+        subject=directions_null(m, axis, subject, diff[subject.layer][None]),
+        layer=directions_layer_choice(m, axis, diff, before_last),
+        generation=flip_generation(m, axis, subject, prompts, max_new_tokens, nlp, sample=True, seed=generation_seed,
+                                   direction=diff[subject.layer], plain=plain),
+        steering=newest_position_generation(m, axis, last.layer, prompts, max_new_tokens, nlp, plain,
+                                            seed=generation_seed, direction=diff[last.layer]))
     return Nulls(
         last=random_null(m, axis, last, n_random, seed),
         subject=random_null(m, axis, subject, n_random_subject, seed),
-        layer=random_layer_choice(m, axis, seed + 1),
+        layer=random_layer_choice(m, axis, seed + 1, before_last),
         rank=sufficient_rank(m, axis, last.layer, ranks, basis=basis),
         generation=flip_generation(m, axis, subject, prompts, max_new_tokens, nlp, sample=True, seed=generation_seed,
                                    direction=r0, plain=plain),
         steering=newest_position_generation(m, axis, last.layer, prompts, max_new_tokens, nlp, plain,
-                                            seed=generation_seed, direction=r0))
+                                            seed=generation_seed, direction=r0),
+        mean_difference=mean_difference)
 
 
 def cross_model_nulls(names: Sequence[str], coordinates: dict[str, Tensor], random_z: dict[str, Tensor], n_boot: int,
@@ -629,3 +704,360 @@ def spearman_pairs(coordinates: dict[str, Tensor], n_boot: int, seed: int) -> tu
                                 stats.spearman, (coordinates[a], coordinates[b]), n_boot=n_boot, seed=seed)]}
              for i, a in enumerate(names) for j, b in enumerate(names) if j > i}
     return names, rho, pairs
+
+
+# --------------------------------------------------------------------------------------------
+# The claims: declared before the run, decided on what the steps return
+
+#: The six models of the paper's agreement experiment (the paper profile's); a bound taken from the paper's numbers is
+#: decided only on them.
+PAPER_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "Qwen/Qwen2.5-32B")
+#: The keep-only bars: within this much of the model's own margin AUROC.
+KEEP_TOL = 0.02
+#: The smallest number of scorable continuations a generation claim needs.
+MIN_SCORABLE = 100
+
+#: Every claim the notebook records, in its order: ``{model}`` stands for each model's name (one block per model),
+#: ``{model}`` in the last block for each model run on the authors' sentences. A bound relative to the model (its
+#: own margin AUROC, its depth L) is declared in its form and set per model when the claim is decided.
+CLAIMS: tuple[Spec, ...] = (
+    Spec("weights[{model}]", "check", "the weights loaded (file, quantisation), checked at load"),
+    Spec("base_auroc[{model}]", "precondition", "the model's own margin AUROC (held out)"),
+    Spec("chosen_layer[{model}]", "paper", "the layer of the lowest flip AUROC on the training prompts (last position), "
+         "of layers 0 … L − 1", at_least(2 / 3), paper="late layers"),
+    Spec("core_auroc[{model}]", "paper", "held-out AUROC of the rank-1 core coordinate at the chosen layer (bar: the "
+         "model's own margin AUROC − 0.02)", at_least(1 - KEEP_TOL)),
+    Spec("keep_only_auroc[{model}]", "paper", "held-out margin AUROC with only the rank-1 core kept at the last position "
+         "(bar: the model's own − 0.02)", at_least(1 - KEEP_TOL)),
+    Spec("remove_auroc[{model}]", "paper", "held-out margin AUROC with the core removed at the last position",
+         at_most(0.6)),
+    Spec("flip_auroc[{model}]", "paper", "held-out margin AUROC with the core reflected at the last position",
+         at_most(0.3)),
+    Spec("flip_rate[{model}]", "paper", "share of the held-out prompts the model gets right whose margin changes sign "
+         "under the flip (last position)", at_least(0.8)),
+    Spec("sufficient_rank[{model}]", "paper", "smallest rank whose core keeps the held-out margin AUROC ≥ base − 0.02",
+         equal_to(1)),
+    Spec("chosen_layer[{model}, from subject]", "extension", "the lowest training flip AUROC among the layers swept "
+         "from the subject on (below L)"),
+    Spec("keep_only_auroc[{model}, from subject]", "extension", "held-out margin AUROC with only the core kept at every "
+         "position from the subject on (bar: the model's own − 0.02)", at_least(1 - KEEP_TOL)),
+    Spec("remove_auroc[{model}, from subject]", "extension", "held-out margin AUROC with the core removed from the "
+         "subject on", at_most(0.6)),
+    Spec("flip_auroc[{model}, from subject]", "extension", "held-out margin AUROC with the core reflected from the "
+         "subject on", at_most(0.3)),
+    Spec("flip_rate[{model}, from subject]", "extension", "share of the held-out prompts the model gets right whose "
+         "margin changes sign under the flip from the subject on", at_least(0.8)),
+    Spec("margin_r2[{model}]", "paper", "held-out R² of m ≈ a z + b fitted on the training prompts", at_least(0.5),
+         paper="the projection predicts the margin"),
+    Spec("margin_r2_normalised[{model}]", "extension", "m ≈ a qᵀh/rms(h) + b, fitted on train, R² held out"),
+    Spec("at_layer_L[{model}]", "paper", "the same statistics at layer L, the last block's output (left out of the "
+         "layer rule)"),
+    Spec("generation_flip_rate[{model}]", "paper", "share of the held-out continuations with a verb of the subject's "
+         "number that switch number under the flip from the subject on (sampled), Wilson 95 % interval",
+         at_least(0.8)),
+    Spec("generation_flip_rate_greedy[{model}]", "paper", "the same prompts, greedy decoding"),
+    Spec("generation_flip_rate_authors_steering[{model}]", "paper", "share of the continuations that switch number "
+         "under the authors' steering (newest position only), Wilson 95 % interval", at_least(0.8)),
+    Spec("cross_model_spearman", "paper", "smallest Spearman ρ over the model pairs of the held-out core coordinates, "
+         "each model at its chosen layer, 95 % bootstrap interval", at_least(0.8), paper="up to 0.93 (other models)"),
+    Spec("authors_sentences_flawed", "check", "the authors' sentences that are not agreement prompts, by kind "
+         "(corekit.tasks.sva_sentences)"),
+    Spec("authors_sentences_same_numbers[{model}]", "check", "largest |this library − authors' code| over the base "
+         "AUROC and every layer's keep-only / remove / flip AUROC, on their sentences and split, with their last-layer "
+         "recipe", at_most(0.01), no_null="provenance"),
+    Spec("authors_sentences_ablations[{model}]", "check", "at the lowest held-out flip layer (the authors' rule), their "
+         "sentences, their recipe"),
+    Spec("authors_sentences_last_layer[{model}]", "check", "layer L, the authors' recipe (post_norm) vs this "
+         "chapter's (block_output)"),
+    Spec("authors_sentences_base_auroc_well_formed[{model}]", "check", "the model's own margin AUROC on their "
+         "well-formed held-out sentences, beside all"),
+    Spec("cross_model_spearman_authors_sentences", "check", "cross-model Spearman ρ on their held-out sentences with "
+         "their recipe (post_norm), each model at its lowest held-out flip layer, against the authors' code",
+         equal_to(0.0, 0.01), no_null="provenance"),
+)
+_SPEC = declared(CLAIMS)
+
+
+def _spec(template: str, model: str | None = None, bound: Bound | None = None) -> Spec:
+    """Return the declared spec ``template`` with ``{model}`` filled in and, for a bound relative to the model, its
+    bound set."""
+    spec = _SPEC[template]
+    changes = {} if model is None else {"id": template.format(model=model)}
+    return replace(spec, **changes, **({} if bound is None else {"bound": bound}))
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What chapter 04's claims are decided on: the models in order, each model's readings (:class:`Measured`), axis,
+    last-position and from-subject sweeps (layer chosen below L), rank curves at the chosen layer and at L, margin fit,
+    nulls; the generations {(model, "sampled" | "greedy" | "authors"): Generation} from ``n_prompts`` prompts (seed
+    ``generation_seed``); the cross-model Spearman pairs and their nulls (``n_boot`` shuffles); and the authors' record,
+    their sentences and the comparisons on them (the first ``n_authors`` of each half; None: all)."""
+
+    models: Sequence[str]
+    measured: dict
+    axes: dict
+    last: dict
+    subject: dict
+    ranks: dict
+    ranks_last: dict
+    fits: dict
+    generations: dict
+    nulls: dict
+    n_prompts: int
+    generation_seed: int
+    pairs: dict
+    spearman_nulls: dict
+    n_boot: int
+    authors: dict | None = None
+    their: Any = None
+    comparison: dict = field(default_factory=dict)
+    n_authors: int | None = None
+
+
+def _r(x) -> float:
+    """Return ``x`` as a float rounded to 4 decimals."""
+    return round(float(x), 4)
+
+
+def _rank_or_none(rc: RankCurve) -> int | None:
+    """Return a rank curve's sufficient rank, None when no rank of it suffices."""
+    return rc.sufficient if rc.sufficient > 0 else None
+
+
+def _model_claims(f: Findings, name: str) -> list[Claim]:
+    """Return one model's claims, in the notebook's order."""
+    m, a, s, sub, rc, fit = f.measured[name], f.axes[name], f.last[name], f.subject[name], f.ranks[name], f.fits[name]
+    nu = f.nulls[name]
+    nl, ns, md = nu.last, nu.subject, nu.mean_difference
+    base, l, L, bar = m.base_auroc, s.layer, m.n_layers, m.base_auroc - KEEP_TOL
+    value, y = m.test.last.value, m.test.y
+    authors, c = f.authors, f.comparison.get(name)
+    most_l, least_l = (f"{w} of {len(nl.directions)} random unit directions at layer {l}" for w in ("largest", "smallest"))
+    most_s, least_s = (f"{w} of {len(ns.directions)} random unit directions at layer {sub.layer}, from the subject on"
+                       for w in ("largest", "smallest"))
+    diff_l = f"the difference-of-means direction (plural − singular training mean) at layer {l}"
+    diff_s = f"the difference-of-means direction at layer {sub.layer}, from the subject on"
+    offline = OFFLINE.get(name)
+    flip_rate = stats.flip_rate(value, s.margins["flip"][s.index], y)
+    sub_rate = stats.flip_rate(value, sub.margins["flip"][sub.index], y)
+    on_their_sentences = "" if c is None else (
+        f"; on the authors' sentences the same pipeline's last-layer core gives {c.core_auroc['block_output']:.3f} "
+        f"against that set's base {c.base:.3f} ({f.their.flawed()} of their {len(f.their.kinds)} sentences are not "
+        f"agreement prompts; the base is {c.base_well_formed:.3f} on the {c.n_well_formed} well-formed held-out ones)")
+    below = f"of layers 0 … {L - 1} (layer L = {L}, the last block's output, is left out: at_layer_L[{name}])"
+    out = [
+        reported(_spec("weights[{model}]", name), m.lm.weights, statistic=(
+            f"GGUF file sha256 {offline.sha256[:12]}… checked at load" if offline else m.lm.source)),
+        reported(_spec("base_auroc[{model}]", name), _r(base),
+                 statistic="the model's own margin AUROC (held out)" + authors_note(authors, name, "base_auroc")),
+        decide(_spec("chosen_layer[{model}]", name, at_least(2 * L / 3)), l,
+               statistic=f"the layer of the lowest flip AUROC on the training prompts (last position), {below}"
+                         + authors_note(authors, name, "chosen_layer"),
+               null=[Null("the same rule with a random unit direction at every layer", nu.layer),
+                     Null("the same rule with the difference-of-means direction at every layer", md.layer)]),
+        decide(_spec("core_auroc[{model}]", name, at_least(bar)), _r(a.auroc[l]),
+               statistic=f"held-out AUROC of the rank-1 core coordinate at layer {l} (bar: the model's own margin "
+                         f"AUROC {base:.3f} − {KEEP_TOL})",
+               null=[Null(most_l, _r(nl.coordinate_auroc.max())), Null(diff_l, _r(md.last.coordinate_auroc[0]))],
+               why=f"the rank-1 core coordinate at layer {l} separates the held-out prompts to {a.auroc[l]:.3f}, the "
+                   f"model's own margin to {base:.3f}" + on_their_sentences),
+        decide(_spec("keep_only_auroc[{model}]", name, at_least(bar)), _r(s.at_layer("keep_only")),
+               statistic=f"held-out margin AUROC with only the rank-1 core kept at the last position, layer {l} (bar: "
+                         f"the model's own {base:.3f} − {KEEP_TOL})" + authors_note(authors, name, "keep_only_auroc"),
+               null=[Null(most_l, _r(nl.auroc["keep_only"].max())), Null(diff_l, _r(md.last.auroc["keep_only"][0]))],
+               why=f"keeping only the rank-1 core at layer {l} leaves {s.at_layer('keep_only'):.3f} of the model's "
+                   f"{base:.3f}; the rank sweep below says how many dimensions it takes" + on_their_sentences),
+        decide(_spec("remove_auroc[{model}]", name), _r(s.at_layer("remove")),
+               statistic=f"held-out margin AUROC with the core removed at the last position, layer {l}"
+                         + authors_note(authors, name, "remove_auroc"),
+               null=[Null(least_l, _r(nl.auroc["remove"].min())), Null(diff_l, _r(md.last.auroc["remove"][0]))]),
+        decide(_spec("flip_auroc[{model}]", name), _r(s.at_layer("flip")),
+               statistic=f"held-out margin AUROC with the core reflected at the last position, layer {l}"
+                         + authors_note(authors, name, "flip_auroc"),
+               null=[Null(least_l, _r(nl.auroc["flip"].min())), Null(diff_l, _r(md.last.auroc["flip"][0]))]),
+        decide(_spec("flip_rate[{model}]", name), _r(flip_rate[0]),
+               statistic=f"share of the {flip_rate[1]} held-out prompts the model gets right whose margin changes "
+                         f"sign under the flip (last position, layer {l})",
+               null=[Null(most_l, _r(nl.flip_rate.max())), Null(diff_l, _r(md.last.flip_rate[0]))],
+               why="the 0.8 bar is the book's own; the paper says the flip inverts number but gives no rate"),
+        decide(_spec("sufficient_rank[{model}]", name), _rank_or_none(rc),
+               statistic=f"smallest r in {rc.ranks} whose rank-r core keeps the held-out margin AUROC ≥ base − "
+                         f"{rc.tol} = {base - rc.tol:.3f} (keep-only, layer {rc.layer}, last position; —: none)",
+               null=[Null("random nested subspaces in place of the core (a random orthonormal basis; —: none up to "
+                          f"{rc.ranks[-1]})", _rank_or_none(nu.rank)),
+                     Null(f"{diff_l} as a 1-D core (1 when its keep-only AUROC reaches base − {rc.tol}; —: it does "
+                          "not)", 1 if md.last.auroc["keep_only"][0] >= base - rc.tol else None)],
+               why=f"keep-only with the rank-1 core gives {rc.auroc[0]:.3f} against base − {rc.tol} = "
+                   f"{base - rc.tol:.3f}; " + (f"rank {rc.sufficient} is the first of {rc.ranks} to reach it"
+                                               if rc.sufficient > 0 else f"no rank up to {rc.ranks[-1]} reaches it")),
+        reported(_spec("chosen_layer[{model}, from subject]", name), {"layer": sub.layer, "n_layers": L},
+                 statistic=f"lowest training flip AUROC among layers {[k for k in sub.layers if k < L] or sub.layers}"
+                           f" (swept: {sub.layers})"),
+    ]
+    scope = f"from the subject on, layer {sub.layer}"
+    out += [
+        decide(_spec("keep_only_auroc[{model}, from subject]", name, at_least(bar)), _r(sub.at_layer("keep_only")),
+               statistic=f"held-out margin AUROC with only the core kept at every position from the subject on (each "
+                         f"about its own mean), layer {sub.layer} (bar: the model's own {base:.3f} − {KEEP_TOL})",
+               null=[Null(most_s, _r(ns.auroc["keep_only"].max())), Null(diff_s, _r(md.subject.auroc["keep_only"][0]))]),
+        decide(_spec("remove_auroc[{model}, from subject]", name), _r(sub.at_layer("remove")),
+               statistic=f"held-out margin AUROC with the core removed {scope}",
+               null=[Null(least_s, _r(ns.auroc["remove"].min())), Null(diff_s, _r(md.subject.auroc["remove"][0]))]),
+        decide(_spec("flip_auroc[{model}, from subject]", name), _r(sub.at_layer("flip")),
+               statistic=f"held-out margin AUROC with the core reflected {scope}",
+               null=[Null(least_s, _r(ns.auroc["flip"].min())), Null(diff_s, _r(md.subject.auroc["flip"][0]))]),
+        decide(_spec("flip_rate[{model}, from subject]", name), _r(sub_rate[0]),
+               statistic=f"share of the {sub_rate[1]} held-out prompts the model gets right whose margin changes sign "
+                         f"under the flip {scope}",
+               null=[Null(most_s, _r(ns.flip_rate.max())), Null(diff_s, _r(md.subject.flip_rate[0]))],
+               why="the 0.8 bar is the book's own; the paper says the flip inverts number but gives no rate"),
+        decide(_spec("margin_r2[{model}]", name), _r(fit.z[2]),
+               statistic=f"held-out R² of m ≈ a z + b fitted on the training prompts, z the core coordinate at layer "
+                         f"{fit.layer}" + authors_note(authors, name, "margin_r2"),
+               null=[Null(most_l, _r(nl.margin_r2.max())), Null(diff_l, _r(md.last.margin_r2[0]))]),
+        reported(_spec("margin_r2_normalised[{model}]", name), _r(fit.normalised[2])),
+        reported(_spec("at_layer_L[{model}]", name), at_layer_L(f, name),
+                 statistic=f"the same statistics at layer L = {L}, the last block's output that the final norm and the "
+                           "unembedding read (left out of the layer rule): core AUROC, last-position ablations and flip "
+                           "rate, sufficient rank, margin R², and the from-subject ablations where swept"),
+    ]
+    return out + _generation_claims(f, name)
+
+
+def at_layer_L(f: Findings, name: str) -> dict:
+    """Return the chapter's statistics for model ``name`` at layer L (the last block's output), as a dict of numbers."""
+    m, a, s, sub = f.measured[name], f.axes[name], f.last[name], f.subject[name]
+    L, value, y = m.n_layers, m.test.last.value, m.test.y
+    record = {"layer": L, "core_auroc": _r(a.auroc[L])}
+    if L in s.layers:
+        record |= {k: _r(s.value(k, L)) for k in ABLATIONS}
+        record["flip_rate"] = _r(stats.flip_rate(value, s.margins["flip"][s.layers.index(L)], y)[0])
+    record["sufficient_rank"] = _rank_or_none(f.ranks_last[name])
+    record["margin_r2"] = _r(f.fits[name].r2_layers[L])
+    if L in sub.layers:
+        rate = stats.flip_rate(value, sub.margins["flip"][sub.layers.index(L)], y)[0]
+        record["from_subject"] = {**{k: _r(sub.value(k, L)) for k in ABLATIONS}, "flip_rate": _r(rate)}
+    return record
+
+
+def _generation_claims(f: Findings, name: str) -> list[Claim]:
+    """Return one model's generation claims: our flip sampled, greedy (reported), the authors' steering."""
+    nu, n = f.nulls[name], f.n_prompts
+    gs, gg, ga = f.generations[name, "sampled"], f.generations[name, "greedy"], f.generations[name, "authors"]
+    rec_gen = (f.authors or {}).get("models", {}).get(name, {}).get("generation")
+    return [
+        decide(_spec("generation_flip_rate[{model}]", name), rate_or_none(gs), interval=tuple(_r(v) for v in gs.interval),
+               null=[Null("the same flip along a random unit direction", rate_or_none(nu.generation)),
+                     Null("the same flip along the difference-of-means direction",
+                          rate_or_none(nu.mean_difference.generation))],
+               undecided=generation_undecided(gs, n),
+               statistic=f"share of the {gs.right} held-out continuations with a verb of the subject's number (of "
+                         f"{n} prompts; sampled: T = 1, top-k 50, seed {f.generation_seed}) that switch number "
+                         f"under the flip from the subject on at layer {gs.layer}, Wilson 95 % interval",
+               why=f"{gs.switched} of {gs.right} switch number under our flip; the authors' steering switches "
+                   f"{ga.switched} of the same {ga.right}; the 0.8 bar is the book's own: the paper shows examples, "
+                   "not a rate"),
+        reported(_spec("generation_flip_rate_greedy[{model}]", name),
+                 {"rate": rate_or_none(gg), "switched": gg.switched, "of": gg.right,
+                  "wilson95": [_r(v) for v in gg.interval]}),
+        decide(_spec("generation_flip_rate_authors_steering[{model}]", name), rate_or_none(ga),
+               interval=tuple(_r(v) for v in ga.interval),
+               null=[Null("the authors' steering along a random unit direction", rate_or_none(nu.steering)),
+                     Null("the authors' steering along the difference-of-means direction",
+                          rate_or_none(nu.mean_difference.steering))],
+               undecided=generation_undecided(ga, n),
+               statistic=f"share of the {ga.right} continuations that switch number under the authors' steering (newest "
+                         f"position only, a strength per step; layer {ga.layer}), the same prompts and seeds as our "
+                         "flip, Wilson 95 % interval" + (
+                             f" (authors' code on {rec_gen['prompts']} of their sentences: {rec_gen['switched']} of "
+                             f"{rec_gen['right']})" if rec_gen else ""),
+               why=f"{ga.switched} of {ga.right} switch number; the 0.8 bar is that of our flip (the book's)"),
+    ]
+
+
+def _cross_model_claim(f: Findings) -> Claim:
+    """Return the cross-model Spearman claim over the pairs of ``f.models`` (at least two)."""
+    models, pairs, authors = list(f.models), f.pairs, f.authors
+    theirs_rho = (authors or {}).get("cross_model_spearman", {}).get(f"{models[0]} ~ {models[1]}")
+    worst = min(pairs, key=lambda p: pairs[p]["rho"])
+    a, b = worst.split(" ~ ")
+    diff_rho = stats.spearman(*(f.nulls[x].mean_difference.last.z_test[0] for x in (a, b)))
+    other = [x for x in models if x not in PAPER_MODELS]
+    undecided = None if not other else (
+        f"the bound 0.8 stands for the paper's 'up to 0.93', its best pair among its own six models "
+        f"({', '.join(PAPER_MODELS)}, bfloat16); {', '.join(other)} {'is' if len(other) == 1 else 'are'} not among "
+        "them, so this run cannot tell whether its pairs fall short of the paper's; the paper profile (the paper's "
+        "models, on GPUs) decides it")
+    return decide(_SPEC["cross_model_spearman"], pairs[worst]["rho"], interval=tuple(pairs[worst]["ci95"]),
+                  statistic=f"smallest Spearman ρ over the model pairs ({worst}) of the held-out core coordinates, each "
+                            "model at its chosen layer, 95 % bootstrap interval" + (
+                                f" (authors' code on their sentences, this pair: {theirs_rho})"
+                                if theirs_rho is not None else ""),
+                  null=[Null(f"one model's prompts shuffled (99th percentile of {f.n_boot} shuffles)",
+                             _r(f.spearman_nulls[worst]["shuffled"])),
+                        Null(f"random unit directions in both models (largest of "
+                             f"{len(f.nulls[a].last.directions)} pairs)", _r(f.spearman_nulls[worst]["random"])),
+                        Null("the difference-of-means directions of both models", _r(diff_rho))],
+                  undecided=undecided,
+                  why="the book asks every pair ≥ 0.8; the paper's 0.93 is its best pair, among larger models")
+
+
+def _authors_claims(f: Findings) -> list[Claim]:
+    """Return the claims on the authors' sentences: the flawed ones, each model's comparison, the cross-model ρ."""
+    authors, their, comparison = f.authors, f.their, f.comparison
+    full = their is not None and (f.n_authors is None or f.n_authors >= max(len(their.train), len(their.test)))
+    subset_why = None if full else (f"n_authors = {f.n_authors}: a subset of their split, while the authors' numbers "
+                                    "are on all of it (the cpu profile uses every sentence)")
+    out = []
+    if their is not None:
+        out.append(reported(_SPEC["authors_sentences_flawed"],
+                            {"flawed": their.flawed(), "of": len(their.kinds), **their.counts()}))
+    for name, c in comparison.items():
+        rec = authors["models"][name]
+        worst = max(c.max_diff, abs(c.base - rec["base_auroc"]))
+        out += [
+            decide(_spec("authors_sentences_same_numbers[{model}]", name), _r(worst), undecided=subset_why),
+            reported(_spec("authors_sentences_ablations[{model}]", name),
+                     {"layer": c.layer, **{k: _r(v) for k, v in c.at_layer.items()}},
+                     authors={"layer": rec["chosen_layer"], "keep_only": rec["keep_only_auroc"],
+                              "remove": rec["remove_auroc"], "flip": rec["flip_auroc"]}),
+            reported(_spec("authors_sentences_last_layer[{model}]", name),
+                     {recipe: {"core_auroc": _r(c.core_auroc[recipe]), **{k: _r(v) for k, v in lr.items()}}
+                      for recipe, lr in c.last.items()},
+                     statistic=f"layer {c.measured.n_layers}, the authors' recipe (post_norm) vs this chapter's "
+                               f"(block_output); base AUROC {c.base:.3f}"),
+            reported(_spec("authors_sentences_base_auroc_well_formed[{model}]", name),
+                     {"auroc": _r(c.base_well_formed), "of": c.n_well_formed, "all": _r(c.base)}),
+        ]
+    if len(comparison) > 1:
+        a_, b_ = list(comparison)[:2]
+        rho_t = recipe_spearman(comparison[a_], comparison[b_])
+        theirs = authors["cross_model_spearman"][f"{a_} ~ {b_}"]
+        out.append(decide(_spec("cross_model_spearman_authors_sentences", bound=equal_to(theirs, 0.01)),
+                          _r(rho_t["post_norm"]), authors=theirs, undecided=subset_why,
+                          statistic="cross-model Spearman ρ on their held-out sentences with their recipe (post_norm), "
+                                    "each model at its lowest held-out flip layer, against the authors' code "
+                                    f"(block_output recipe: {rho_t['block_output']:.4f})"))
+    return out
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return chapter 04's claims decided on ``findings``, in the notebook's order: each model's block, the cross-model
+    Spearman (two models or more), then the claims on the authors' sentences."""
+    out = [claim for name in findings.models for claim in _model_claims(findings, name)]
+    if len(findings.models) > 1:
+        out.append(_cross_model_claim(findings))
+    return out + _authors_claims(findings)
+
+
+def check_inputs(params: dict) -> None:
+    """Check chapter 04's parameters: models without repeats, a dtype the loader takes, the size of the largest model's
+    weights."""
+    nb = "04_llm_agreement_axis"
+    distinct(nb, "models", params["models"], "a list of models without repeats")
+    require(params["dtype"] in MODEL_DTYPES, nb, "dtype", params["dtype"],
+            f"one of {', '.join(MODEL_DTYPES)} (auto: bfloat16 on a CUDA device, float32 elsewhere)")
+    needs = [need for name in params["models"] for need in language_model(name, "models", 2)]
+    if needs:
+        fits(nb, params, [max(needs, key=lambda need: need.bytes)])

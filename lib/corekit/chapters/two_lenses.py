@@ -39,12 +39,22 @@ mapped to a direction by least squares, :func:`stream_directions`; :func:`coreki
 The chapter's steps: :func:`compare_lenses` scores one model's core against every kernel with the nulls (PCA, the
 model at initialisation, random subspaces), for chapter 06's models per parameter and for chapter 02's
 (:func:`train_ace_authors`) per layer; :func:`subspace_ablations` keeps and removes each lens's subspace;
-:func:`number_readings` and :func:`axis_span` read the language model's eNTK against ACE's axis.
+:func:`number_readings` and :func:`axis_span` read the language model's eNTK against ACE's axis. The notebook reaches
+chapter 06's training and kernels and chapter 04's axis through this module (:func:`train_modular`,
+:func:`parameter_eigenpairs`, :func:`snapshot_lenses`, :func:`number_axis`).
+
+The claims are the book's own: :data:`CLAIMS` declares them and :func:`claims` decides them on the run's
+:class:`Findings`. A claim about trained models covers every model that generalises (final held-out accuracy ≥
+:data:`GENERALISES`), with a precondition counting those models; the keep-only and remove ablations at the final
+stream, read by a linear unembedding, are set against the same ablations at initialisation (where they pass by
+construction), ACE's number axis against the difference of class means, and what training adds to the lenses'
+agreement against the memorising checkpoint, for both architectures. :func:`check_inputs` holds the chapter's rules
+on its parameters.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -52,14 +62,16 @@ import torch
 from torch import Tensor
 
 from corekit import ace, entk, stats, subspaces, train
-from corekit.chapters import entk_transformer_modular
+from corekit.chapters import entk_transformer_modular, llm_agreement_axis
 from corekit.chapters.llm_agreement_axis import Axis, Measured
 from corekit.entk import Eigenpairs, ResidualStreamNTK, eigenvector_scores, lanczos
+from corekit.inputs import distinct, fits, kernels, language_model, require
 from corekit.models import BatchedTransformer, TransformerConfig, layer_groups, with_state
 from corekit.probes import pca_scores
 from corekit.subspaces import residual_directions
 from corekit.tasks.modular import ModularAddition, modular_addition
 from corekit.train import History, train_ensemble
+from corekit.verdicts import Claim, Null, Spec, at_least, at_most, decide, declared, per_model, reported
 
 
 def linear_readout_kernel(h: Tensor, n_outputs: int) -> Tensor:
@@ -175,18 +187,21 @@ class GrokRun:
 
 def train_ace_authors(p: int, seeds: list[int], epochs: int, d_model: int = 64, d_mlp: int = 256, lr: float = 3e-3,
                       weight_decay: float = 1.0, data_seed: int = 42, batch_size: int = 512,
-                      device: str | torch.device = "cpu") -> GrokRun:
+                      device: str | torch.device = "cpu", snapshot_every_epochs: int | None = None) -> GrokRun:
     """Return chapter 02's models of ``seeds`` (:meth:`corekit.models.TransformerConfig.ace_authors`, the split
     ``RandomState(data_seed)`` with half for training) trained by AdamW for ``epochs`` epochs, evaluated every 20,
-    saved at initialisation."""
+    saved at initialisation and, with ``snapshot_every_epochs``, every that many epochs (a multiple of 20 adds no
+    evaluation)."""
     task = modular_addition(p, 0.5, data_seed, split="numpy")
     tokens = task.tokens(equals=False)                                   # (p², 2): a, b
     train_set, test_set = task.datasets(equals=False)
     model = BatchedTransformer(TransformerConfig.ace_authors(p, d_model=d_model, d_mlp=d_mlp), seeds=seeds).to(device)
     spe = train.steps_per_epoch(len(train_set), batch_size, drop_last=False)
+    every = snapshot_every_epochs
+    saved = [0] + ([] if every is None else list(range(every * spe, epochs * spe + 1, every * spe)))
     history = train_ensemble(model, train_set, test_set, steps=epochs * spe, batch_size=batch_size, lr=lr,
                              weight_decay=weight_decay, betas=(0.9, 0.999), drop_last=False, eval_every=spe * 20,
-                             snapshot_steps=[0], progress=False)
+                             snapshot_steps=saved, progress=False)
     return GrokRun(task, tokens, model, history, spe)
 
 
@@ -348,8 +363,8 @@ def stream_directions(h: Tensor, scores: Tensor) -> Tensor:
 @dataclass
 class NumberReadings:
     """Held-out AUROCs (plural vs singular) of ACE's axis, the best eNTK eigenvector and the best principal direction,
-    the random null's 99th percentile, each single row's held-out AUROC ({"eNTK": [...], "PCA": [...]}) and the PCA
-    scores (k, n)."""
+    the random null's 99th percentile, each single row's held-out AUROC ({"eNTK": [...], "PCA": [...]}), the PCA
+    scores (k, n) and the difference of the training prompts' class means (``dom``, a supervised direction)."""
 
     ace: HeldOut
     entk: HeldOut
@@ -357,6 +372,7 @@ class NumberReadings:
     random_auroc99: float
     per_vector: dict[str, list[float]]
     pca_scores: Tensor
+    dom: HeldOut | None = None
 
 
 def number_readings(number: NumberLens, top_k: int, null_samples: int = 200, n_boot: int = 2000,
@@ -372,7 +388,9 @@ def number_readings(number: NumberLens, top_k: int, null_samples: int = 200, n_b
     random_auroc99 = float(np.quantile(random_number, 0.99))
     per_vector = {name: [held_out_auroc(S[j:j + 1], number.y, number.is_train, n_boot=0).test_auroc
                          for j in range(top_k)] for name, S in (("eNTK", number.scores), ("PCA", pca_lm))}
-    return NumberReadings(ace_number, entk_number, pca_number, random_auroc99, per_vector, pca_lm)
+    dom = held_out_auroc(difference_of_means_scores(number.h, number.y, number.is_train), number.y, number.is_train,
+                         n_boot, seed=seed)
+    return NumberReadings(ace_number, entk_number, pca_number, random_auroc99, per_vector, pca_lm, dom)
 
 
 @dataclass
@@ -402,3 +420,460 @@ def axis_span(q_axis: Tensor, h: Tensor, entk_scores: Tensor, pca_scores: Tensor
     ceiling = subspaces.span_cos2(q_axis, (h - h.mean(0)).T)
     single = [abs(float(q_axis @ q_entk[:, j] / q_entk[:, j].norm())) for j in range(top_k)]
     return AxisSpan(span_entk, span_pca, random_span99, ceiling, single)
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter's steps on chapter 06's and chapter 04's machinery (the notebook imports this module alone)
+
+
+def train_modular(p: int, seeds: list[int], epochs: int, **settings) -> entk_transformer_modular.AuthorsRun:
+    """Return chapter 06's models of ``seeds`` trained by its recipe (:func:`~corekit.chapters.entk_transformer_modular.
+    train_authors`, ``settings`` its keyword arguments) for ``epochs`` epochs: task, tokens (p², 3), models, history."""
+    return entk_transformer_modular.train_authors(p, seeds, epochs, **settings)
+
+
+def parameter_eigenpairs(model, m: int, tokens: Tensor, top_k: int,
+                         state: dict[str, Tensor] | None = None) -> dict[str, Eigenpairs]:
+    """Return {parameter: top-k eigenpairs (N, k)} of model m's per-parameter "pair_mean" eNTKs on tokens (N, T) (chapter
+    06's kernels), on ``state`` (a snapshot's state_dict) in place of the model's weights when given."""
+    return entk_transformer_modular.parameter_eigenpairs(model, m, tokens, top_k, state=state)
+
+
+def gram_gap(h: Tensor, eigs: list[dict[str, Eigenpairs]], n_outputs: int, readout: str = "W_U") -> float:
+    """Return the largest relative difference over models between the top eigenvalue of the readout's eNTK and that of
+    the residual Gram h hᵀ / C of h (M, N, D) (:func:`linear_readout_kernel`): 0 up to rounding."""
+    gaps = []
+    for m, e in enumerate(eigs):
+        top = float(e[readout].values[0])
+        gram = float(torch.linalg.eigvalsh(linear_readout_kernel(h[m:m + 1], n_outputs)[0])[-1])
+        gaps.append(abs(top - gram) / abs(top))
+    return max(gaps)
+
+
+def lenses_per_parameter(model, tokens: Tensor, h: Tensor, core: ace.Core, ranks: Tensor,
+                         eigs: list[dict[str, Eigenpairs]], init_state: dict[str, Tensor],
+                         init: tuple[Tensor, ace.Core, Tensor], null_samples: int,
+                         features: list[Tensor]) -> tuple[list[LensComparison], list[Tensor]]:
+    """Return every chapter-06 model's :class:`LensComparison` (per parameter, nulls against W_U) and the top r₀ + 1
+    eigenvectors (N, r₀ + 1) of W_U's eNTK at initialisation (``init_state``, whose :func:`final_residual_core` is
+    ``init``), r₀ the core's rank there; ``features`` one (N, f) tensor per model."""
+    h0, core0, ranks0 = init
+    out, init_readout = [], []
+    for m in range(len(eigs)):
+        init_eigs = parameter_eigenpairs(model, m, tokens, int(ranks0[m]) + 1, state=init_state)
+        out.append(compare_lenses(m, h, core, ranks, eigs[m], h0, core0, ranks0, init_eigs, "W_U", null_samples,
+                                  features=features[m]))
+        init_readout.append(init_eigs["W_U"].vectors)
+    return out, init_readout
+
+
+def lenses_per_layer(model, tokens: Tensor, h: Tensor, core: ace.Core, ranks: Tensor,
+                     eigs: list[dict[str, Eigenpairs]], init_state: dict[str, Tensor], energy_threshold: float,
+                     null_samples: int) -> tuple[list[LensComparison], Tensor]:
+    """Return every chapter-02 model's :class:`LensComparison` (per layer, nulls against the unembedding) and the
+    energy ranks (M,) of its core at initialisation (``init_state``)."""
+    h0, core0, ranks0 = final_residual_core(model, tokens, energy_threshold, init_state)
+    return [compare_lenses(m, h, core, ranks, eigs[m], h0, core0, ranks0,
+                           layer_eigenpairs(model, m, tokens, int(ranks0[m]) + 1, state=init_state), "unembed",
+                           null_samples) for m in range(len(eigs))], ranks0
+
+
+def readout_alignment(model, m: int, tokens: Tensor, state: dict[str, Tensor], energy_threshold: float = 0.99,
+                      readout: str = "unembed") -> float:
+    """Return model m's alignment at ``state`` (a snapshot) of the ACE core of its final residual stream (rank r) with
+    the top r + 1 eigenvectors of the layer ``readout``'s eNTK (:func:`layer_eigenpairs`): one point of the two
+    lenses' alignment over training."""
+    h, core, ranks = final_residual_core(model, tokens, energy_threshold, state)
+    r = int(ranks[m])
+    snapshot = with_state(model, state)
+    pairs = entk_transformer_modular.group_eigenpairs(snapshot, m, tokens, r + 1,
+                                                      {readout: layer_groups(model.config)[readout]})
+    return subspaces.alignments(pairs[readout].vectors[:, :r + 1][None], core.coordinates(h, r)[m:m + 1])[0]
+
+
+def snapshot_lenses(model, tokens: Tensor, p: int, keys: list[list[int]], states: list[dict[str, Tensor]],
+                    energy_threshold: float = 0.99) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return, over chapter 06's saved ``states`` (S) and models (M): the ACE core's energy rank (S, M), W_U's eNTK
+    alignment with the a + b features at each model's ``keys`` (S, M) and the two lenses' alignment (S, M)."""
+    cores = [final_residual_core(model, tokens, energy_threshold, state) for state in states]
+    rank = np.array([r.cpu().numpy() for _, _, r in cores])
+    pairs = [entk_transformer_modular.unembedding_alignment(
+        model, m, tokens, p, keys[m], states, cores=[c.coordinates(h, int(r[m]))[m] for h, c, r in cores])
+        for m in range(rank.shape[1])]
+    return rank, np.stack([f for f, _ in pairs], 1), np.stack([lens for _, lens in pairs], 1)
+
+
+def first_memorising(train: np.ndarray, test: np.ndarray, level: float = 0.99) -> list[int | None]:
+    """Return per model the first row of ``train`` / ``test`` accuracies (S, M) where train ≥ ``level`` while test is
+    below it (the memorising checkpoint), None where there is none."""
+    train, test = np.asarray(train), np.asarray(test)
+    return [next((j for j in range(train.shape[0]) if train[j, m] >= level > test[j, m]), None)
+            for m in range(train.shape[1])]
+
+
+def number_axis(lm, name: str, train: list, test: list, batch_size: int) -> tuple[Measured, Axis, int]:
+    """Return chapter 04's readings of the agreement prompts, ACE's number axis at every layer and the layer chosen by
+    its sweep (:mod:`corekit.chapters.llm_agreement_axis`: the layer where flipping the axis hurts the margin most)."""
+    measured = llm_agreement_axis.measure(lm, name, train, test, batch_size)
+    axis = llm_agreement_axis.find_axis(measured)
+    return measured, axis, llm_agreement_axis.sweep(measured, axis, range(1, lm.n_layers + 1), "last").layer
+
+
+def difference_of_means_scores(h: Tensor, y: np.ndarray, is_train: np.ndarray) -> Tensor:
+    """Return the projections (1, n) of the centred states h (n, D) on the difference of the class means (y = 1 minus
+    y = 0) of the training states (``is_train`` (n,)): a supervised direction, the null of a supervised axis."""
+    h = h.double().cpu()
+    train = torch.as_tensor(np.asarray(is_train, bool))
+    labels = torch.as_tensor(np.asarray(y))
+    d = h[train & (labels == 1)].mean(0) - h[train & (labels == 0)].mean(0)
+    return ((h - h.mean(0)) @ (d / d.norm()))[None]
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+
+
+def check_inputs(params: dict) -> None:
+    """Check chapter 08's parameters: distinct seeds, heads that divide d_model, snapshots that fit the run and the log,
+    top_k within the inputs, even prompt counts, enough Lanczos vectors, the size of the kernels and the model."""
+    nb = "08_two_lenses"
+    distinct(nb, "seeds", params["seeds"])
+    distinct(nb, "grok_seeds", params["grok_seeds"])
+    require(params["grok_d_model"] % 4 == 0, nb, "grok_d_model", params["grok_d_model"], "a multiple of the 4 heads")
+    epochs, every, log_every = params["epochs"], params["dynamics_every_epochs"], params["log_every_epochs"]
+    require(epochs > every, nb, "epochs", epochs,
+            f"more than dynamics_every_epochs = {every} (the dynamics need two snapshots)")
+    require(every % log_every == 0, nb, "dynamics_every_epochs", every, f"a multiple of log_every_epochs = {log_every}")
+    p = params["p"]
+    require(params["top_k"] < p * p, nb, "top_k", params["top_k"], f"fewer than the p² = {p * p} inputs")
+    for name in ("lm_n_train", "lm_n_test"):
+        require(params[name] % 2 == 0, nb, name, params[name], "an even number (half singular, half plural prompts)")
+    lm_top_k = params["lm_top_k"]
+    require(params["lm_lanczos_vectors"] >= lm_top_k + 8, nb, "lm_lanczos_vectors", params["lm_lanczos_vectors"],
+            f"at least lm_top_k + 8 = {lm_top_k + 8}")
+    grok_p = params["grok_p"]
+    fits(nb, params, [
+        kernels(4, p * p, "p", "the attention kernels W_Q, W_K, W_V, W_O of chapter 06's model"),
+        kernels(1, grok_p * grok_p, "grok_p", "a kernel of chapter 02's model"),
+        *language_model(params["language_model"], "language_model", 4),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# The claims (the book's own: chapter 08 tests no paper's claim)
+
+#: The held-out accuracy from which a model counts as generalising (the models the claims cover).
+GENERALISES = 0.99
+COVERS = "every chapter-06 model that generalises (final held-out accuracy ≥ 0.99)"
+GROK_COVERS = "every chapter-02 model that generalises (final held-out accuracy ≥ 0.99)"
+_AUROC = "held-out AUROC, plural vs singular (its 95 % interval must clear the random null)"
+
+#: The chapter's claims, declared before any run, in the order the notebook records them.
+CLAIMS: tuple[Spec, ...] = (
+    Spec("models_generalise", "precondition", "number of chapter 06's models whose final held-out accuracy is ≥ 0.99",
+         at_least(1)),
+    Spec("lenses_coincide_at_unembedding", "extension",
+         "alignment of the ACE core (rank r) with W_U's top r + 1 eNTK eigenvectors", at_least(0.9), covers=COVERS),
+    Spec("lenses_gain_over_init", "extension",
+         "share of the initialised model's shortfall from 1 in the ACE core vs W_U block alignment that training "
+         "closes, (trained − init)/(1 − init)", at_least(0.5), covers=COVERS),
+    Spec("unembedding_kernel_is_closest", "extension",
+         "alignment with the ACE core of W_U's eNTK block minus that of the best other parameter's", at_least(0),
+         covers=COVERS),
+    Spec("ace_core_is_fourier", "extension",
+         "alignment of the ACE core with the a + b features at the model's key frequencies", at_least(0.9),
+         covers=COVERS),
+    Spec("ace_subspace_sufficient", "extension",
+         "held-out accuracy keeping only the ACE core (the rest at its mean), minus the model's", at_least(-0.02),
+         covers=COVERS),
+    Spec("ace_subspace_necessary", "extension", "held-out accuracy with the ACE core removed (at its mean), against 2/p",
+         at_most(0.0690), covers=COVERS),
+    Spec("entk_subspace_sufficient", "extension",
+         "held-out accuracy keeping only the eNTK W_U block (the rest at its mean), minus the model's", at_least(-0.02),
+         covers=COVERS),
+    Spec("entk_subspace_necessary", "extension",
+         "held-out accuracy with the eNTK W_U block removed (at its mean), against 2/p", at_most(0.0690), covers=COVERS),
+    Spec("models_generalise_grok", "precondition", "number of chapter 02's models whose final held-out accuracy is ≥ 0.99",
+         at_least(1)),
+    Spec("lenses_coincide_at_unembedding_grok", "extension",
+         "alignment of the ACE core (rank r) with the unembedding layer's top r + 1 eNTK eigenvectors", at_least(0.9),
+         covers=GROK_COVERS),
+    Spec("lenses_gain_over_init_grok", "extension",
+         "share of the initialised model's shortfall from 1 in the ACE core vs unembedding block "
+         "alignment that training closes, (trained − init)/(1 − init)", at_least(0.5), covers=GROK_COVERS),
+    Spec("unembedding_layer_is_closest_grok", "extension",
+         "alignment with the ACE core of the unembedding layer's eNTK block minus that of the best other layer's",
+         at_least(0), covers=GROK_COVERS),
+    Spec("entk_rises_before_core_settles", "extension",
+         "epochs from the steepest rise of W_U's eNTK alignment with the a + b features to the settling of the ACE core",
+         at_least(100), covers=COVERS),
+    Spec("core_settles_at_grokking", "extension",
+         "distance of the ACE core's settling epoch from the grokking epoch (test ≥ 0.99), in units of max(2 snapshots, "
+         "15 % of the grokking epoch)", at_most(1), covers=COVERS),
+    Spec("ace_axis_separates_number", "extension", f"ACE's axis: {_AUROC}", at_least(0.8)),
+    Spec("entk_separates_number", "extension",
+         f"the best of the top eNTK eigenvectors (chosen and signed on the training prompts): {_AUROC}", at_least(0.8)),
+    Spec("ace_axis_in_entk_span", "extension", "cos² of ACE's axis with the span of the top eNTK directions of the stream",
+         at_least(0.5)),
+    Spec("cost_seconds", "extension",
+         "wall time in seconds of each lens on this run's device. ACE: the core of the final residual stream of all "
+         "seeds (activations, observability, extraction); on the language model the axis at every layer with the layer "
+         "sweep, model loading included. eNTK: every parameter's kernel and top eigenvectors (chapter 06's model), every "
+         "layer's kernel and top eigenvectors (chapter 02's), one block's operator cache and Lanczos (the language "
+         "model)"),
+)
+_SPEC = declared(CLAIMS)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of trained models for the claims: its seeds, final and initial held-out accuracies (M,), each
+    model's :class:`LensComparison`, the two lenses' alignment at its memorising checkpoint (None: no such snapshot)
+    and the name of its readout kernel ("W_U" or "unembed")."""
+
+    seeds: list[int]
+    test_final: list[float]
+    test_init: list[float]
+    lenses: list[LensComparison]
+    at_memorising: list[float | None]
+    readout: str
+
+
+@dataclass(frozen=True)
+class Ablations:
+    """Held-out accuracies of the trained models (M,) and, per model, {subspace: (keep only, remove)}
+    (:func:`subspace_ablations`), and the same for the models at initialisation."""
+
+    base: list[float]
+    rows: list[dict[str, tuple[float, float]]]
+    base_init: list[float]
+    rows_init: list[dict[str, tuple[float, float]]]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Epochs per chapter-06 model: where the core settles, where the eNTK alignment and the held-out accuracy rise
+    fastest, where train and test accuracy first reach 0.99 (None: never), and the snapshot interval."""
+
+    core_settles: list[float]
+    entk_rises: list[float]
+    test_rises: list[float]
+    memorised: list[float | None]
+    grokked: list[float | None]
+    every: int
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What chapter 08's claims need: the modulus and nulls' sample count, chapter 06's models (``modular``), their
+    ablations and timing, chapter 02's models (``grok``, with its modulus and epochs), the language model's readings
+    (its name, the axis's layer, :class:`NumberLens`, :class:`NumberReadings`, :class:`AxisSpan`) and the cost in
+    seconds ({model: {"ACE": s, "eNTK": s}})."""
+
+    p: int
+    null_samples: int
+    modular: Family
+    ablations: Ablations
+    timing: Timing
+    grok: Family
+    grok_p: int
+    grok_epochs: int
+    language_model: str
+    layer: int
+    number: NumberLens
+    readings: NumberReadings
+    span: AxisSpan
+    seconds: dict[str, dict[str, float]]
+
+
+def closed(trained: float, initial: float) -> float:
+    """Return the share (trained − initial)/(1 − initial) of the initial shortfall from 1 that training closes."""
+    return (trained - initial) / max(1 - initial, 1e-12)
+
+
+def margin(scores: dict[str, float], own: str) -> float:
+    """Return scores[own] minus the best other entry of ``scores`` (≥ 0 when ``own`` is the closest)."""
+    return scores[own] - max(v for n, v in scores.items() if n != own)
+
+
+def generalising(family: Family) -> list[int]:
+    """Return the indices of the family's models whose final held-out accuracy is ≥ :data:`GENERALISES`."""
+    return [m for m, acc in enumerate(family.test_final) if acc >= GENERALISES]
+
+
+def _excluded(family: Family) -> str:
+    """Return the text naming the family's models that did not generalise ("" when all did)."""
+    out = [f"seed {s} ({family.test_final[m]:.3f})" for m, s in enumerate(family.seeds) if m not in generalising(family)]
+    return f" (not covered, their final held-out accuracy below {GENERALISES}: {', '.join(out)})" if out else ""
+
+
+def _covered(family: Family, values: list) -> dict:
+    """Return {"seed s": value} over the family's generalising models (all models when none generalised), values
+    rounded to 4 digits (None kept)."""
+    idx = generalising(family) or list(range(len(family.seeds)))
+    return per_model([family.seeds[m] for m in idx], [None if values[m] is None else round(float(values[m]), 4)
+                                                     for m in idx])
+
+
+def _over(spec_id: str | Spec, family: Family, values: list, nulls: list[tuple[str, list]], statistic: str | None = None,
+          why: str | None = None) -> Claim:
+    """Return claim ``spec_id`` decided over the family's generalising models, each null restricted to them (a null's
+    None entries dropped); undecided when no model generalised."""
+    spec = _SPEC[spec_id] if isinstance(spec_id, str) else spec_id
+    idx = set(generalising(family))
+    undecided = None if idx else (f"no model generalised (final held-out accuracy ≥ {GENERALISES}); a run whose models "
+                                  "generalise (more epochs) decides it")
+    null = []
+    for what, vals in nulls:
+        kept = {k: v for k, v in _covered(family, vals).items() if v is not None}
+        if kept:
+            null.append(Null(what, kept))
+    return decide(spec, _covered(family, values), null=null, undecided=undecided, why=why,
+                  statistic=(statistic or spec.statistic) + _excluded(family))
+
+
+def _count(spec_id: str, family: Family, what: str) -> Claim:
+    """Return the precondition ``spec_id``: how many of the family's models generalise, against the same models at
+    initialisation."""
+    k = len(generalising(family))
+    k0 = sum(acc >= GENERALISES for acc in family.test_init)
+    return decide(_SPEC[spec_id], k, null=Null("the same models at initialisation", k0),
+                  statistic=f"number of {what}'s {len(family.seeds)} models whose final held-out accuracy is ≥ "
+                            f"{GENERALISES}" + _excluded(family))
+
+
+def _lens_claims(family: Family, suffix: str, name: str, null_samples: int, prefix: str = "") -> list[Claim]:
+    """Return the family's claims that the lenses coincide at the readout, that training closes the gap (against
+    random subspaces and the memorising checkpoint) and that the readout's kernel is the closest."""
+    L, ro = family.lenses, family.readout
+    random = f"random subspaces of r + 1 dimensions (99th percentile of {null_samples})"
+    ids = [f"lenses_coincide_at_unembedding{suffix}", f"lenses_gain_over_init{suffix}",
+           f"unembedding_{'layer' if suffix else 'kernel'}_is_closest{suffix}"]
+    said = [prefix + _SPEC[i].statistic for i in ids]
+    coincide = _over(ids[0], family, [c.align[ro] for c in L],
+                     [("the same models at initialisation", [c.init(ro) for c in L]),
+                      (f"PCA of the same activations (rank r) vs {name}'s block", [c.pca for c in L]),
+                      (random, [c.null99 for c in L])],
+                     statistic=said[0], why=f"{name}'s eNTK is the Gram matrix of the residual stream the core is "
+                                            "cut from, at initialisation too")
+    gain = _over(ids[1], family, [closed(c.align[ro], c.init(ro)) for c in L],
+                 [(f"random subspaces of r + 1 dimensions, trained vs initialised (99th percentiles of {null_samples})",
+                   [closed(c.null99, c.null99_init) for c in L]),
+                  ("the memorising checkpoint (first snapshot with train ≥ 0.99 while test < 0.99)",
+                   [None if a is None else closed(a, c.init(ro)) for a, c in zip(family.at_memorising, L)])],
+                 statistic=said[1])
+    closest = _over(ids[2], family, [margin(c.align, ro) for c in L],
+                    [("the same models at initialisation", [margin(c.init_all, ro) for c in L])], statistic=said[2],
+                    why="closest per seed: " + ", ".join(f"{s} {max(c.align, key=c.align.get).removeprefix('0.')}"
+                                                         for s, c in zip(family.seeds, L)))
+    return [coincide, gain, closest]
+
+
+def _kept(rows: list[dict[str, tuple[float, float]]], base: list[float], name: str) -> list[float]:
+    """Return per model the held-out accuracy keeping only the subspace ``name``, minus the model's own."""
+    return [r[name][0] - float(b) for r, b in zip(rows, base)]
+
+
+def _ablation_claims(f: Findings) -> list[Claim]:
+    """Return the keep-only and remove claims of the ACE core and the eNTK block, each against a random subspace of
+    the same dimension and the same ablation of the same models at initialisation."""
+    A, fam, out = f.ablations, f.modular, []
+    init = ("the same ablation of the same models at initialisation (their own core and W_U block; at a cut read by a "
+            "linear unembedding both pass there by construction)")
+    for lens, name in (("ace", "ACE core"), ("entk", "eNTK W_U block")):
+        rand = "random, dim r" if lens == "ace" else "random, dim r + 1"
+        out.append(_over(f"{lens}_subspace_sufficient", fam, _kept(A.rows, A.base, name),
+                         [("keep only a random subspace of the same dimension", _kept(A.rows, A.base, rand)),
+                          (init, _kept(A.rows_init, A.base_init, name))]))
+        necessary = replace(_SPEC[f"{lens}_subspace_necessary"], bound=at_most(round(2 / f.p, 4)))
+        out.append(_over(necessary, fam, [r[name][1] for r in A.rows],
+                         [("remove a random subspace of the same dimension", [r[rand][1] for r in A.rows]),
+                          (init, [r[name][1] for r in A.rows_init])],
+                         why=f"chance is 1/p = {1 / f.p:.3f}"))
+    return out
+
+
+def _timing_claims(f: Findings) -> list[Claim]:
+    """Return the claims that the eNTK rises before the core settles and that the core settles at grokking."""
+    T, fam = f.timing, f.modular
+    rises = _over(replace(_SPEC["entk_rises_before_core_settles"], bound=at_least(T.every)), fam,
+                  [a - e for a, e in zip(T.core_settles, T.entk_rises)],
+                  [("the held-out accuracy's steepest rise in place of the eNTK's",
+                    [a - t for a, t in zip(T.core_settles, T.test_rises)])],
+                  statistic=f"epochs from the steepest rise of W_U's eNTK alignment with the a + b features to the "
+                            f"settling of the ACE core (snapshots every {T.every} epochs: at least one snapshot later)",
+                  why="the eNTK's steepest rise and the core's settling, in epochs: " + "; ".join(
+                      f"seed {s} {round(e)} and {round(a)}" for s, e, a in zip(fam.seeds, T.entk_rises, T.core_settles)))
+    tol = [None if g is None else max(2 * T.every, 0.15 * g) for g in T.grokked]
+    off = [None if g is None or t is None else round(abs(t - g) / w, 3) for t, g, w in zip(T.core_settles, T.grokked, tol)]
+    off_mem = [None if g is None or t is None else round(abs(t - g) / w, 3) for t, g, w in zip(T.memorised, T.grokked, tol)]
+    settles = _over("core_settles_at_grokking", fam, off,
+                    [("the epoch the model fits its training pairs (train ≥ 0.99) in place of the core's settling",
+                      off_mem)],
+                    why="the core settles, train accuracy reaches 0.99, test accuracy reaches 0.99, in epochs: " + "; ".join(
+                        f"seed {s} {round(a)}, {m}, {g}" for s, a, m, g in zip(fam.seeds, T.core_settles, T.memorised,
+                                                                               T.grokked)))
+    return [rises, settles]
+
+
+def _rounded(interval: tuple[float, float]) -> tuple[float, float]:
+    """Return an interval rounded to 4 digits."""
+    return tuple(round(float(x), 4) for x in interval)
+
+
+def _not_above(result: HeldOut, null: float) -> str | None:
+    """Return why the run cannot decide an AUROC that clears 0.8 but whose interval does not clear the null, or None."""
+    if result.test_auroc >= 0.8 and not result.interval[0] > null:
+        return (f"the 95 % interval's low end {result.interval[0]:.3f} is not above the random null's {null:.3f}; "
+                "more held-out prompts (lm_n_test) decide it")
+    return None
+
+
+def _number_claims(f: Findings) -> list[Claim]:
+    """Return the language model's claims: ACE's axis and the eNTK separate number, and the axis lies in the eNTK's
+    span."""
+    R, S, k = f.readings, f.span, len(f.span.entk)
+    n_test = int((~np.asarray(f.number.is_train, bool)).sum())
+    where = f"{f.language_model}, layer {f.layer}, {n_test} held-out prompts of {f.number.tokens} tokens"
+    random = round(R.random_auroc99, 4)
+    rand_null = Null(f"random directions (best of {k}, chosen and signed on the training prompts), 99th percentile of "
+                     f"{f.null_samples}", random)
+    ace_nulls = [rand_null] + ([] if R.dom is None else [Null(
+        "the difference of the training prompts' plural and singular means (a supervised direction, signed on the "
+        "training prompts)", round(R.dom.test_auroc, 4))])
+    ace_axis = decide(_SPEC["ace_axis_separates_number"], round(R.ace.test_auroc, 4), null=ace_nulls,
+                      interval=_rounded(R.ace.interval), undecided=_not_above(R.ace, R.random_auroc99),
+                      statistic=f"{where}: held-out AUROC of ACE's axis, plural vs singular (its 95 % interval must "
+                                "clear the null)")
+    entk_axis = decide(_SPEC["entk_separates_number"], round(R.entk.test_auroc, 4),
+                       null=[Null(f"random directions (same protocol), 99th percentile of {f.null_samples}", random),
+                             Null(f"PCA's top {k} (same protocol)", round(R.pca.test_auroc, 4))],
+                       interval=_rounded(R.entk.interval), undecided=_not_above(R.entk, R.random_auroc99),
+                       statistic=f"{where}: held-out AUROC of the best of the top {k} eNTK eigenvectors (chosen and "
+                                 "signed on the training prompts), plural vs singular (its 95 % interval must clear the "
+                                 "null)",
+                       why=f"eigenvector {R.entk.index} (train AUROC {R.entk.train_auroc:.3f}); ACE's axis "
+                           f"{R.ace.test_auroc:.3f}")
+    span = decide(_SPEC["ace_axis_in_entk_span"], round(S.entk[-1], 4),
+                  null=[Null(f"random {k}-dimensional subspaces, 99th percentile of {f.null_samples}",
+                             round(S.random99[-1], 4)),
+                        Null(f"the top {k} principal directions", round(S.pca[-1], 4))],
+                  statistic=f"{f.language_model}, layer {f.layer}: cos² of ACE's axis with the span of the top {k} eNTK "
+                            "directions of the stream",
+                  why=f"angle {np.degrees(np.arccos(np.sqrt(min(S.entk[-1], 1.0)))):.0f}°; closest single eNTK direction "
+                      f"{np.degrees(np.arccos(min(max(S.single), 1.0))):.0f}°; ceiling (the span of all {len(f.number.y)} "
+                      f"prompts' states) {S.ceiling:.3f}")
+    return [ace_axis, entk_axis, span]
+
+
+def claims(findings: Findings) -> list[Claim]:
+    """Return chapter 08's claims (:data:`CLAIMS`) decided on ``findings``, in the notebook's order."""
+    f = findings
+    fourier_core = _over("ace_core_is_fourier", f.modular, [c.features for c in f.modular.lenses],
+                         [("the same models at initialisation (their cores, the final keys)",
+                           [c.features_init for c in f.modular.lenses])])
+    prefix = f"chapter 02's model (p = {f.grok_p}, {f.grok_epochs} epochs): "
+    return [_count("models_generalise", f.modular, "chapter 06"), *_lens_claims(f.modular, "", "W_U", f.null_samples),
+            fourier_core, *_ablation_claims(f), _count("models_generalise_grok", f.grok, "chapter 02"),
+            *_lens_claims(f.grok, "_grok", "the unembedding", f.null_samples, prefix), *_timing_claims(f),
+            *_number_claims(f), reported(_SPEC["cost_seconds"], f.seconds)]
