@@ -151,13 +151,14 @@ def shorten_lists(text: str, keep: int = REASON_ENTRIES) -> str:
     return _RUN.sub(cut, str(text))
 
 
-#: A null given per model with more entries than this shows its range.
+#: A null given per model with more entries than this shows its range (beside other nulls: more than one entry).
 NULL_ENTRIES = 3
 
 
-def _null_value(value: object) -> str:
-    """Return a null's value for a cell: whole when short, else the range of its numbers ("0.9263 to 0.9597 over 5")."""
-    if isinstance(value, dict) and len(value) > NULL_ENTRIES and all(_scalar(v) for v in value.values()):
+def _null_value(value: object, entries: int = NULL_ENTRIES) -> str:
+    """Return a null's value for a cell: whole when it has at most ``entries`` entries, else the range of its numbers
+    ("0.9263 to 0.9597 over 5")."""
+    if isinstance(value, dict) and len(value) > entries and all(_scalar(v) for v in value.values()):
         numbers = [v for v in value.values() if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and math.isfinite(v)]
         if numbers:
@@ -169,8 +170,9 @@ def null_summary(record: dict) -> str:
     """Return a claim's null as short text ("untrained model: 3"; a null over many models as its range), or its
     no-null reason."""
     nulls = record.get("null") or []
+    entries = NULL_ENTRIES if len(nulls) == 1 else 1
     if nulls:
-        return "; ".join(f"{n['what']}: {_null_value(n.get('value'))}" for n in nulls)
+        return "; ".join(f"{n['what']}: {_null_value(n.get('value'), entries)}" for n in nulls)
     return f"none ({record['no_null']})" if record.get("no_null") else ""
 
 
