@@ -724,7 +724,7 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
                   f" ({env.get('threads') or '?'} threads), {duration(metrics.get('runtime_s'))}.", ""]
         if name in figures:
             image, caption = figures[name]
-            lines += [f":::{{figure}} {image}", f":alt: {name} headline figure", ":width: 100%", "", caption, ":::",
+            lines += [f":::{{figure}} {image}", f":alt: {name} headline figure", ":width: 75%", "", caption, ":::",
                       ""]
         record = oracle_claims(run, oracle_dir)
         n = len(metrics.get("claims", []))
