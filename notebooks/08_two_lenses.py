@@ -368,16 +368,19 @@ base, ablation = two_lenses.subspace_ablations(model, h, core, ranks, [e["W_U"].
                                                task.labels, p)
 base_init, ablation_init = two_lenses.subspace_ablations(with_state(model, history.snapshots[0]), h_init, core_init,
                                                          ranks_init, init_readout, task.test_idx, task.labels, p)
-table([{"seed": seeds[i], "model's accuracy": float(base[i]), "subspace": name, "keep only": keep, "remove": rem,
-        "at initialisation: model": float(base_init[i]), "keep only (init)": ablation_init[i][name][0],
-        "remove (init)": ablation_init[i][name][1]}
-       for i, subspace_rows in enumerate(ablation) for name, (keep, rem) in subspace_rows.items()],
-      caption=f"Held-out accuracy per seed when only a subspace of the final residual stream is kept or when it is "
-              f"removed, beside the model's own, trained and at initialisation (chance: 1/p = {1 / p:.3f})")
+names = list(ablation[0])
+kept = np.array([[ablation[i][n] for n in names] for i in range(len(seeds))])  # (seeds, subspaces, keep/remove)
+kept_init = np.array([[ablation_init[i][n] for n in names] for i in range(len(seeds))])
+table([{"subspace": n, "keep only: mean": kept[:, k, 0].mean(), "lowest seed": kept[:, k, 0].min(),
+        "remove: mean": kept[:, k, 1].mean(), "highest seed": kept[:, k, 1].max(),
+        "at initialisation, keep only: mean": kept_init[:, k, 0].mean(),
+        "at initialisation, remove: mean": kept_init[:, k, 1].mean()} for k, n in enumerate(names)],
+      caption=f"Held-out accuracy over the {len(seeds)} seeds when only a subspace of the final residual stream is "
+              f"kept or when it is removed (the models' own: {float(base.mean()):.3f} trained, "
+              f"{float(base_init.mean()):.3f} at initialisation; chance: 1/p = {1 / p:.3f})")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy when only a subspace of the final residual stream is kept (left) or when it is removed (right), per seed: the ACE core, the eNTK's unembedding block mapped into the stream, and random subspaces of the same dimensions. A subspace is sufficient if keeping it keeps the accuracy, necessary if removing it destroys it.", "name": "fig-08-ablations"}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
-names = list(ablation[0])
 spread = np.linspace(-0.2, 0.2, len(seeds)) if len(seeds) > 1 else np.zeros(1)
 for j, (ax, title) in enumerate(zip(axes, ("keep only", "remove"))):
     for k, name in enumerate(names):

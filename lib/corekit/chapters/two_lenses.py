@@ -427,8 +427,9 @@ def axis_span(q_axis: Tensor, h: Tensor, entk_scores: Tensor, pca_scores: Tensor
 
 
 def train_modular(p: int, seeds: list[int], epochs: int, **settings) -> entk_transformer_modular.AuthorsRun:
-    """Return chapter 06's models of ``seeds`` trained by its recipe (:func:`~corekit.chapters.entk_transformer_modular.
-    train_authors`, ``settings`` its keyword arguments) for ``epochs`` epochs: task, tokens (p², 3), models, history."""
+    """Return chapter 06's models of ``seeds`` trained by its recipe
+    (:func:`~corekit.chapters.entk_transformer_modular.train_authors`, ``settings`` its keyword arguments) for
+    ``epochs`` epochs: task, tokens (p², 3), models, history."""
     return entk_transformer_modular.train_authors(p, seeds, epochs, **settings)
 
 
