@@ -226,6 +226,16 @@ def test_the_papers_numbers_are_undecided_at_another_corpus_labeller_and_weights
         assert c[key].verdict == "pass", key
 
 
+def test_another_count_of_morphology_labels_alone_leaves_the_papers_morphology_numbers_undecided():
+    c = _claims_by_id(_gemma_findings(n_morph=10))
+    for key in ("morph_macro_auroc_diff_paper", "morph_macro_auroc_entk", "morph_macro_auroc_pca",
+                "morph_features_entk_wins"):
+        assert c[key].verdict == "undecided", key
+        assert "10 morphology labels are kept, the paper's 12" in c[key].reason, key
+    for key in ("pos_macro_auroc_entk", "pos_classes_entk_wins", "morph_macro_auroc_diff"):
+        assert c[key].verdict == "pass", key
+
+
 def test_a_layer_or_context_size_other_than_the_papers_is_named():
     c = _claims_by_id(_gemma_findings(run={**_PAPER_RUN, "context_tokens": 24, "kept": 192}, layer=17))
     reason = c["pos_classes_entk_wins"].reason

@@ -625,3 +625,30 @@ def test_mean_difference_directions_and_the_layer_rule_below_the_last(measured):
     assert s.value("flip", L) == float(s.auroc["flip"][L])
     null = directions_null(measured, axis, s, d[s.layer][None])
     assert null.auroc["flip"].shape == (1,) and null.margin_r2.shape == (1,)
+
+
+@pytest.mark.parametrize("dtype, refused", [("auto", True), ("float32", True), ("bfloat16", False)])
+def test_check_inputs_sizes_the_weights_at_the_dtype_they_load_in(monkeypatch, dtype, refused):
+    from corekit import inputs
+    from corekit.chapters import llm_agreement_axis as ch
+    n = inputs.LANGUAGE_MODELS["gemma-3-270m"][0]
+    monkeypatch.setattr(inputs, "memory_limit", lambda device: (3 * n, "a 3-bytes-a-weight machine"))
+    params = {"models": ["gemma-3-270m"], "dtype": dtype, "device": "cpu"}
+    if refused:
+        with pytest.raises(inputs.ParameterError, match="models"):
+            ch.check_inputs(params)
+    else:
+        ch.check_inputs(params)
+
+
+def test_the_cross_model_claim_quotes_the_authors_value_of_its_own_worst_pair():
+    from corekit.chapters.llm_agreement_axis import claims
+    from dataclasses import replace
+    f = _findings(models=("gpt2", "gpt2-medium", "gpt2-large"), authors=True)
+    worst = "gpt2-medium ~ gpt2-large"
+    pairs = {"gpt2 ~ gpt2-medium": {"rho": 0.95, "ci95": [0.9, 0.97]}, worst: {"rho": 0.85, "ci95": [0.8, 0.9]}}
+    f.authors["cross_model_spearman"] = {"gpt2 ~ gpt2-medium": 0.111, worst: 0.777}
+    f = replace(f, pairs=pairs, spearman_nulls={k: {"shuffled": 0.1, "random": 0.2} for k in pairs})
+    got = _by_id(claims(f))["cross_model_spearman"]
+    text = got.target + (got.reason or "")
+    assert f"({worst})" in text and "this pair: 0.777" in text and "0.111" not in text

@@ -470,7 +470,7 @@ def claims(findings: Findings) -> list[Claim]:
     layers = list(f.results)
     setting = f"{module}, N = {f.kept} ({f.n_per_class} per class asked), {f.context_tokens}-token contexts"
     differs = paper_setting_differences(f)
-    if differs and n_morph != PAPER_SETTING["morph_labels"]:
+    if n_morph != PAPER_SETTING["morph_labels"]:
         differs_morph = [*differs, f"{n_morph} morphology labels are kept, the paper's {PAPER_SETTING['morph_labels']}"]
     else:
         differs_morph = differs

@@ -681,9 +681,9 @@ def generation_undecided(gen: Generation, n_prompts: int) -> str | None:
     """Return why a generation flip claim (≥ 0.8 of ≥ 100 scorable continuations of ``n_prompts`` prompts) is undecided:
     fewer than 100 scorable while the Wilson interval still reaches 0.8; None when it is decided."""
     lo, hi = gen.interval
-    short = gen.right < 100 and hi >= 0.8
+    short = gen.right < MIN_SCORABLE and hi >= 0.8
     return (f"only {gen.right} of the {n_prompts} prompts give a scorable continuation (the claim "
-            f"needs 100) and the Wilson interval [{lo:.3f}, {hi:.3f}] reaches 0.8; the cpu profile "
+            f"needs {MIN_SCORABLE}) and the Wilson interval [{lo:.3f}, {hi:.3f}] reaches 0.8; the cpu profile "
             "generates from 400 prompts") if short else None
 
 
@@ -979,8 +979,9 @@ def _generation_claims(f: Findings, name: str) -> list[Claim]:
 def _cross_model_claim(f: Findings) -> Claim:
     """Return the cross-model Spearman claim over the pairs of ``f.models`` (at least two)."""
     models, pairs, authors = list(f.models), f.pairs, f.authors
-    theirs_rho = (authors or {}).get("cross_model_spearman", {}).get(f"{models[0]} ~ {models[1]}")
+    theirs_rho = (authors or {}).get("cross_model_spearman", {})
     worst = min(pairs, key=lambda p: pairs[p]["rho"])
+    theirs_rho = theirs_rho.get(worst)
     a, b = worst.split(" ~ ")
     diff_rho = stats.spearman(*(f.nulls[x].mean_difference.last.z_test[0] for x in (a, b)))
     other = [x for x in models if x not in PAPER_MODELS]
@@ -1058,6 +1059,7 @@ def check_inputs(params: dict) -> None:
     distinct(nb, "models", params["models"], "a list of models without repeats")
     require(params["dtype"] in MODEL_DTYPES, nb, "dtype", params["dtype"],
             f"one of {', '.join(MODEL_DTYPES)} (auto: bfloat16 on a CUDA device, float32 elsewhere)")
-    needs = [need for name in params["models"] for need in language_model(name, "models", 2)]
+    width = 2 if params["dtype"] in ("bfloat16", "float16") else 4    # auto: float32 on a CPU
+    needs = [need for name in params["models"] for need in language_model(name, "models", width)]
     if needs:
         fits(nb, params, [max(needs, key=lambda need: need.bytes)])

@@ -952,13 +952,14 @@ def stitch_models(models: Models, energy_threshold: float) -> Stitching:
 class KeySetGap:
     """The mean core-stitch score of ordered pairs sharing their key set minus that of pairs whose sets differ, with
     its 95 % bootstrap interval over models (None when too few resamples have both kinds); the same difference for
-    the stitch through the top principal components; and its mean with the key sets shuffled among the models (None
-    when no shuffle leaves both kinds of pair)."""
+    the stitch through the top principal components; and its mean over the ``shuffles`` shufflings of the key sets
+    among the models that leave both kinds of pair (None when none does)."""
 
     difference: float
     interval: tuple[float, float] | None
     pca_difference: float
     shuffled_difference: float | None
+    shuffles: int = 0
 
 
 def key_set_gap(stitching: Stitching, models: Models, n_boot: int, shuffles: int = 200,
@@ -977,7 +978,8 @@ def key_set_gap(stitching: Stitching, models: Models, n_boot: int, shuffles: int
         s = {k: keys[k[0]] == keys[k[1]] for k in stitching.scores["core"]}
         if 0 < sum(s.values()) < len(s):
             shuffled.append(pair_difference(stitching.scores["core"], s, n_boot=1)[0])
-    return KeySetGap(difference, interval, pca_difference, float(np.mean(shuffled)) if shuffled else None)
+    return KeySetGap(difference, interval, pca_difference, float(np.mean(shuffled)) if shuffled else None,
+                     len(shuffled))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1128,7 +1130,7 @@ def claims(f: Findings) -> list[Claim]:
     out += [
         decide(_SPEC["same_keys_stitch_better"], None if gap is None else round(gap.difference, 4),
                interval=None if gap is None else gap.interval, undecided=open_question,
-               null=[Null("the key sets shuffled among the models (mean of 200 shuffles)",
+               null=[Null(f"the key sets shuffled among the models (mean of {0 if gap is None else gap.shuffles} shuffles)",
                           None if gap is None or gap.shuffled_difference is None else round(gap.shuffled_difference, 4)),
                      Null("the same difference for the stitch through the top principal components",
                           None if gap is None else round(gap.pca_difference, 4))]),
