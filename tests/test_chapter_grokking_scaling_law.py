@@ -534,6 +534,14 @@ def test_the_p_exponent_is_undecided_without_a_log_law_or_three_far_moduli():
     _verdict(failed, "p_exponent", "undecided", "the log law did not converge")
 
 
+def test_the_p_exponent_is_undecided_when_too_few_far_moduli_grokked():
+    found = _findings("all pass")
+    far = [x for x in found.fits.p_points if x >= 1000]
+    points = {x: (np.zeros_like(t) if x in far[1:] else t) for x, t in found.fits.p_points.items()}
+    found = dataclasses.replace(found, fits=dataclasses.replace(found.fits, p_points=points))
+    _verdict(found, "p_exponent", "undecided", "4 moduli reach 3 p_c", "fewer than two of them have a grokked run")
+
+
 def test_a_steep_p_law_fails_the_p_exponent_and_its_collapse_is_uninformative():
     found = _findings("steep")
     _verdict(found, "p_exponent", "fail", "does not satisfy interval contains -1")

@@ -642,11 +642,15 @@ def _exponent_claims(f: Findings, far: list[float], p_c: float) -> list[Claim]:
                   why=f"interval [{omega_k.low:.3f}, {omega_k.high:.3f}] over ω = {min(omegas):g}–{max(omegas):g} at "
                       f"p = {f.omega_p}, {censored} runs censored")]
     p_far = {x: sf.p_points[x] for x in far}
-    enough = len(far) >= 3
+    enough = len(far) >= 3 and scaling.fittable(p_far)
     p_test_k = exponent_interval(p_far, f.n_boot) if enough else no_fit
     p_null = exponent_interval(scaling.permuted_points(p_far, seed=0), f.n_boot) if enough else no_fit
     moduli = ", ".join(f"{x:g}" for x in sf.p_points)
     undecided = (None if enough else
+                 f"{len(far)} moduli reach 3 p_c = {3 * p_c:.0f} ({', '.join(f'{x:g}' for x in far)}) but fewer than "
+                 "two of them have a grokked run, so no power law can be fitted over them; longer runs "
+                 "(p_max_epochs) decide it"
+                 if len(far) >= 3 else
                  "the log law did not converge, so p_c and the moduli with p ≫ p_c are unknown; " + PAPER_PROFILE
                  if sf.log_error is not None else
                  f"no log law was fitted (it needs three moduli, two of them with a grokked run; run: {moduli}), so "
