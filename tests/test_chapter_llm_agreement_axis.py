@@ -642,8 +642,9 @@ def test_check_inputs_sizes_the_weights_at_the_dtype_they_load_in(monkeypatch, d
 
 
 def test_the_cross_model_claim_quotes_the_authors_value_of_its_own_worst_pair():
-    from corekit.chapters.llm_agreement_axis import claims
     from dataclasses import replace
+
+    from corekit.chapters.llm_agreement_axis import claims
     f = _findings(models=("gpt2", "gpt2-medium", "gpt2-large"), authors=True)
     worst = "gpt2-medium ~ gpt2-large"
     pairs = {"gpt2 ~ gpt2-medium": {"rho": 0.95, "ci95": [0.9, 0.97]}, worst: {"rho": 0.85, "ci95": [0.8, 0.9]}}
