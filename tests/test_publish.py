@@ -303,13 +303,10 @@ def test_published_run_is_complete(name):
     if publish.stale_reason(notebooks.Notebook(REPO, name), metrics) is not None:
         return                                  # a stale run is shown with a warning; its claims are the old ones
     declared = {spec.id: spec.kind for spec in notebooks.chapter_module(name).CLAIMS}
-    models = {m for c in metrics["claims"] for m in re.findall(r"\[([^\],]+)", c["id"])}    # 04: ids per model
 
     def template(claim_id: str) -> str:
         """The declared id of a published one: 'core_auroc[gemma-3-270m]' is 'core_auroc[{model}]' where declared so."""
-        if claim_id in declared:
-            return claim_id
-        return next((t for m in models if (t := claim_id.replace(f"[{m}", "[{model}")) in declared), claim_id)
+        return claim_id if claim_id in declared else re.sub(r"\[[^\],]+", "[{model}", claim_id, count=1)
 
     undeclared = [c["id"] for c in metrics["claims"] if template(c["id"]) not in declared]
     assert not undeclared, f"{name}: the published run has claims its chapter module does not declare: {undeclared}"

@@ -734,11 +734,10 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
         n = len(metrics.get("claims", []))
         open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
         if open_claims:
+            items = [f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {LEAD.sub('', reason_line(c))}"
+                     for c in open_claims]
             lines += ["Its claims that do not pass, and why, one line each (the whole reason is in its claims table "
-                      "below and on the chapter's page):", "", "::::{div} corekit-reasons", "", *(
-                f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {LEAD.sub('', reason_line(c))}"
-                for c in open_claims), "",
-                      "::::", ""]
+                      "below and on the chapter's page):", "", "::::{div} corekit-reasons", "", *items, "", "::::", ""]
         table = chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir, per_model=False)
         lines += [f":::::{{dropdown}} Its {n} claims: values, nulls, targets, verdicts and reasons",
                   ":class-body: corekit-scroll-box corekit-fold-box", "", *table_box([table]), "",
