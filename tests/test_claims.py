@@ -14,6 +14,7 @@ from corekit.verdicts import (
     at_most,
     between,
     equal_to,
+    format_value,
     holds,
     interval_above,
     interval_below,
@@ -385,3 +386,9 @@ def test_a_record_without_a_kind_is_classified_by_its_no_null_and_its_chapter():
     assert kind_of({"kind": "precondition"}) == "precondition"
     assert kind_of({"no_null": "provenance"}) == "check"
     assert kind_of({}, own=True) == "extension" and kind_of({}) == "paper"
+
+
+def test_a_rounded_negative_zero_prints_as_zero():
+    """Chapter 09's mean difference rounded to -0.0 printed "-0"; a sign without a digit behind it says nothing."""
+    assert format_value(-0.0) == "0" and format_value(round(-1e-6, 4)) == "0"
+    assert format_value(-1e-6) == "-1e-06" and format_value([-0.0, 0.25]) == "[0, 0.25]"

@@ -66,6 +66,11 @@ def test_x01_x02_extra_seeds_of_integers_pass():
     check_refuses("06_entk_transformer_modular", "expected seeds not already in seeds = [2, 3]", extra_seeds=[0, 2])
 
 
+def test_a_repeat_inside_seeds_is_named_as_seeds_not_extra_seeds():
+    message = check_refuses("06_entk_transformer_modular", "parameter 'seeds'", seeds=[2, 2], extra_seeds=[5])
+    assert "extra_seeds" not in message, message
+
+
 def test_x04_heads_must_divide_d_model():
     check_refuses("01_markov_cores", "01_markov_cores: parameter 'n_heads': expected a divisor of d_model = 32",
                   "got 5", n_heads=5)

@@ -125,11 +125,12 @@ def _step_batched_and_single(stacked, opt, singles, refs):
         ref.step()
 
 
-def test_batched_adamw_matches_torch_adamw_per_model():
+@pytest.mark.parametrize("fused", [True, False])
+def test_batched_adamw_matches_torch_adamw_per_model(fused):
     torch.manual_seed(0)
     lr, wd = torch.tensor([1e-2, 3e-2]), torch.tensor([0.0, 0.5])
     stacked = torch.randn(2, 3, 4, requires_grad=True)
-    opt = BatchedAdamW([stacked], lr, wd, betas=(0.9, 0.98))
+    opt = BatchedAdamW([stacked], lr, wd, betas=(0.9, 0.98), fused=fused)
     singles = [stacked.detach()[m].clone().requires_grad_(True) for m in range(2)]
     refs = [torch.optim.AdamW([singles[m]], lr=float(lr[m]), weight_decay=float(wd[m]), betas=(0.9, 0.98))
             for m in range(2)]
@@ -137,6 +138,70 @@ def test_batched_adamw_matches_torch_adamw_per_model():
         _step_batched_and_single(stacked, opt, singles, refs)
     for m in range(2):
         torch.testing.assert_close(stacked.detach()[m], singles[m].detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_batched_adamw_is_torch_fused_adamw_per_model_bit_for_bit(dtype):
+    """Each model of the fused update is ``torch.optim.AdamW(fused=True)`` on that model alone, through a reset of one
+    model's optimizer (its own step count) and a change of decay: equal bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(3, 7, 5), (3, 13), (3, 4, 2, 9), (3,)]
+    ours = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
+    singles = [[p[m].clone() for p in ours] for m in range(3)]
+    lr, wd = [1e-3, 3e-3, 1e-2], [1.0, 0.0, 0.3]
+
+    def lone(m):
+        return torch.optim.AdamW(singles[m], lr=lr[m], weight_decay=wd[m], betas=(0.9, 0.98), fused=True)
+
+    opt = BatchedAdamW(ours, torch.tensor(lr, dtype=torch.float64), torch.tensor(wd, dtype=torch.float64),
+                       betas=(0.9, 0.98), fused=True)
+    refs = [lone(m) for m in range(3)]
+    for i in range(60):
+        if i == 30:
+            opt.reset(torch.tensor([False, True, False]))
+            wd = [0.5, 0.5, 2.0]
+            opt.weight_decay = torch.tensor(wd, dtype=torch.float64)
+            for m, ref in enumerate(refs):
+                ref.param_groups[0]["weight_decay"] = wd[m]
+            refs[1] = lone(1)
+        grads = [torch.randn(p.shape, generator=gen, dtype=dtype) * (1 + i % 7) for p in ours]
+        for p, g in zip(ours, grads):
+            p.grad = g
+        for m in range(3):
+            for s, g in zip(singles[m], grads):
+                s.grad = g[m].clone()
+        opt.step()
+        for ref in refs:
+            ref.step()
+    for m in range(3):
+        assert all(torch.equal(p[m], s) for p, s in zip(ours, singles[m]))
+
+
+def test_fused_batched_adamw_is_the_per_parameter_loop_in_float64():
+    """In float64, with float64 hyperparameters, the fused update and the per-parameter loop differ by rounding only."""
+    gen = torch.Generator().manual_seed(1)
+    shapes = [(3, 7, 5), (3, 13), (3,)]
+    ours = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+    ref = [p.clone() for p in ours]
+    ref_m, ref_v = [torch.zeros_like(p) for p in ref], [torch.zeros_like(p) for p in ref]
+    lr = torch.tensor([1e-3, 1e-3, 1e-2], dtype=torch.float64)            # models 0 and 1 share one fused call
+    wd = torch.tensor([1.0, 1.0, 0.3], dtype=torch.float64)
+    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98), fused=True)
+    step = torch.zeros(3, dtype=torch.long)
+    for i in range(60):
+        if i == 30:
+            opt.reset(torch.tensor([True, False, False]))
+            step[0] = 0
+            for buf in ref_m + ref_v:
+                buf[0] = 0
+        for a, b in zip(ours, ref):
+            a.grad = torch.randn(a.shape, generator=gen, dtype=torch.float64) * (1 + i % 7)
+            b.grad = a.grad.clone()
+        opt.step()
+        step += 1
+        _per_parameter_adamw_step(ref, ref_m, ref_v, step, lr, wd)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
 
 
 def _per_parameter_adamw_step(params, exp_avg, exp_avg_sq, step, lr, wd, betas=(0.9, 0.98), eps=1e-8):
@@ -155,14 +220,14 @@ def _per_parameter_adamw_step(params, exp_avg, exp_avg_sq, step, lr, wd, betas=(
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batched_adamw_is_the_per_parameter_loop_bit_for_bit(dtype):
-    """The foreach update applies the per-parameter loop's operations to the same tensors: equal bit for bit."""
+    """The foreach update (``fused=False``) applies the per-parameter loop's operations to the same tensors: equal bit for bit."""
     gen = torch.Generator().manual_seed(0)
     shapes = [(3, 7, 5), (3, 13), (3, 4, 2, 9), (3,)]
     ours = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
     ref = [p.clone() for p in ours]
     ref_m, ref_v = [torch.zeros_like(p) for p in ref], [torch.zeros_like(p) for p in ref]
     lr, wd = torch.tensor([1e-3, 3e-3, 1e-2]), torch.tensor([1.0, 0.0, 0.3])
-    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98))
+    opt = BatchedAdamW(ours, lr, wd, betas=(0.9, 0.98), fused=False)
     step = torch.zeros(3, dtype=torch.long)
     for i in range(60):
         if i == 30:

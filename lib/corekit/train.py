@@ -88,12 +88,15 @@ class BatchedAdamW:
 
     Follows ``torch.optim.AdamW`` step for step (decoupled decay, bias-corrected moments), so model m
     of the ensemble follows the same trajectory as a lone model stepped by ``torch.optim.AdamW``.
-    Each model counts its own steps, so :meth:`reset` gives chosen models a fresh optimizer.
+    Each model counts its own steps, so :meth:`reset` gives chosen models a fresh optimizer. ``fused`` applies the
+    update with torch's fused AdamW kernel (``torch.optim.AdamW(fused=True)``'s), one call for each run of consecutive
+    models that share a learning rate, decay and step count; ``fused=False`` with one ``torch._foreach_*`` call per
+    operation (``torch.optim.AdamW(foreach=True)``'s). The two differ by float rounding only.
     """
 
     def __init__(self, params: Sequence[Tensor], lr: Tensor, weight_decay: Tensor,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
-        self.params = list(params)
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, fused: bool = True):
+        self.params, self.fused = list(params), fused
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
         self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, tuple(betas), eps
@@ -111,33 +114,57 @@ class BatchedAdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        """Apply one AdamW update to every model's parameters from their ``.grad``, one ``torch._foreach_*`` call per operation.
-
-        Each operation is the one ``torch.optim.AdamW``'s per-parameter loop applies, on the same tensors,
-        with each model's learning rate, decay and bias corrections broadcast over its parameters.
-        """
+        """Apply one AdamW update to every model's parameters from their ``.grad`` (fused or foreach, see the class)."""
         self.step_count += 1
-        beta1, beta2 = self.betas
         groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(self.params):
             groups.setdefault((p.dtype, p.device), []).append(i)
         for idx in groups.values():
-            params = [self.params[i] for i in idx]
-            grads = [p.grad for p in params]
-            exp_avg, exp_avg_sq = [self.exp_avg[i] for i in idx], [self.exp_avg_sq[i] for i in idx]
-            bias1, bias2_sqrt = self._bias_corrections(params[0])
-            lr = self.lr.to(params[0].device)
-            per_model = {"decay": 1 - lr * self.weight_decay.to(lr.device), "step": lr / bias1, "bias2": bias2_sqrt}
-            views = {name: [v.view((-1,) + (1,) * (p.dim() - 1)) for p in params] for name, v in per_model.items()}
-            torch._foreach_mul_(params, views["decay"])
-            torch._foreach_lerp_(exp_avg, grads, 1 - beta1)
-            torch._foreach_mul_(exp_avg_sq, beta2)
-            torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
-            update = torch._foreach_mul(views["step"], exp_avg)
-            denom = torch._foreach_sqrt(exp_avg_sq)
-            torch._foreach_div_(denom, views["bias2"])
-            torch._foreach_add_(denom, self.eps)
-            torch._foreach_addcdiv_(params, update, denom, value=-1)        # p + (−1·u)/d = p − u/d exactly
+            (self._fused_step if self.fused else self._foreach_step)(idx)
+
+    def _model_runs(self) -> list[tuple[int, int, float, float, int]]:
+        """Return (first, end, lr, weight decay, step) for each run of consecutive models sharing all three."""
+        keys = list(zip(self.lr.tolist(), self.weight_decay.tolist(), self.step_count.tolist()))
+        runs, first = [], 0
+        for m in range(1, len(keys) + 1):
+            if m == len(keys) or keys[m] != keys[first]:
+                runs.append((first, m, *keys[first]))
+                first = m
+        return runs
+
+    def _fused_step(self, idx: list[int]) -> None:
+        """Update parameters ``idx`` with torch's fused AdamW kernel, one call per run of models sharing lr, decay, step."""
+        beta1, beta2 = self.betas
+        for first, end, lr, wd, t in self._model_runs():
+            cut = (lambda tensors: tensors) if (first, end) == (0, len(self.step_count)) else \
+                (lambda tensors: [x[first:end] for x in tensors])        # a slice of the model axis: contiguous
+            params = cut([self.params[i] for i in idx])
+            step = torch.tensor(float(t), device=params[0].device)
+            torch._fused_adamw_(params, cut([self.params[i].grad for i in idx]), cut([self.exp_avg[i] for i in idx]),
+                                cut([self.exp_avg_sq[i] for i in idx]), [], [step] * len(params), lr=lr,
+                                beta1=beta1, beta2=beta2, weight_decay=wd, eps=self.eps, amsgrad=False,
+                                maximize=False)
+
+    def _foreach_step(self, idx: list[int]) -> None:
+        """Update parameters ``idx`` with one ``torch._foreach_*`` call per operation of ``torch.optim.AdamW``'s
+        per-parameter loop, on the same tensors, each model's lr, decay and bias corrections broadcast over its own."""
+        beta1, beta2 = self.betas
+        params = [self.params[i] for i in idx]
+        grads = [p.grad for p in params]
+        exp_avg, exp_avg_sq = [self.exp_avg[i] for i in idx], [self.exp_avg_sq[i] for i in idx]
+        bias1, bias2_sqrt = self._bias_corrections(params[0])
+        lr = self.lr.to(params[0].device)
+        per_model = {"decay": 1 - lr * self.weight_decay.to(lr.device), "step": lr / bias1, "bias2": bias2_sqrt}
+        views = {name: [v.view((-1,) + (1,) * (p.dim() - 1)) for p in params] for name, v in per_model.items()}
+        torch._foreach_mul_(params, views["decay"])
+        torch._foreach_lerp_(exp_avg, grads, 1 - beta1)
+        torch._foreach_mul_(exp_avg_sq, beta2)
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
+        update = torch._foreach_mul(views["step"], exp_avg)
+        denom = torch._foreach_sqrt(exp_avg_sq)
+        torch._foreach_div_(denom, views["bias2"])
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(params, update, denom, value=-1)        # p + (−1·u)/d = p − u/d exactly
 
     @torch.no_grad()
     def reset(self, models: Tensor) -> None:

@@ -76,7 +76,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value + 0.0:.4g}"                   # + 0.0: a rounded −0.0 prints as 0
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
     if isinstance(value, dict):

@@ -601,9 +601,9 @@ def check_inputs(params: dict) -> None:
     type), snapshots that fit the run and the log, the kernels' size."""
     nb = "06_entk_transformer_modular"
     seeds, extra = params["seeds"], params["extra_seeds"]
+    distinct(nb, "seeds", seeds)                            # a repeat inside seeds is named as seeds, not extra_seeds
     seed_items(nb, "extra_seeds", extra, "a list of seeds, integers >= 0 (each trains one more model)")
     require(len(set(seeds + extra)) == len(seeds + extra), nb, "extra_seeds", extra, f"seeds not already in seeds = {seeds}")
-    distinct(nb, "seeds", seeds)
     epochs, every, log_every = params["epochs"], params["dynamics_every_epochs"], params["log_every_epochs"]
     require(epochs > every, nb, "epochs", epochs,
             f"more than dynamics_every_epochs = {every} (the dynamics need two snapshots)")

@@ -220,10 +220,6 @@ def check_inputs(params: dict) -> None:
 EVERY_SEED, EVERY_PAIR = "the seeds the profile trains", "the pairs of seeds the profile trains"
 #: The controls of a chain (ensemble "CHAIN, CONTROL"), as each null names them.
 CONTROLS = {"untrained": "the same seeds untrained", "shuffled": "the same seeds trained on shuffled targets"}
-#: Claims whose declared bound is an offset from a property of the chain the run uses, which :func:`claims` adds:
-#: the Bayes accuracy, rank(T − 1πᵀ), the stationary guess (so the bound holds for any ``transition``).
-RELATIVE_TO = {"model_accuracy": "the chain's Bayes accuracy", "core_rank": "the chain's rank(T − 1πᵀ)",
-               "remove_only_accuracy": "the chain's stationary-guess accuracy"}
 
 
 def _chain_claims(sfx: str, kind: str) -> tuple[Spec, ...]:
@@ -299,7 +295,8 @@ def _numbers(values: Any) -> np.ndarray:
 
 
 def _shifted(spec: Spec, by: float) -> Spec:
-    """Return ``spec`` with its bound moved by ``by`` (a claim of :data:`RELATIVE_TO`, at the run's chain)."""
+    """Return ``spec`` with its bound moved by ``by``: a bound declared as an offset from a property of the run's
+    chain (its Bayes accuracy, rank(T − 1πᵀ) or stationary-guess accuracy), so it holds for any ``transition``."""
     bound = spec.bound
     return replace(spec, bound=Bound(bound.kind, bound.a + by, bound.b))
 

@@ -796,7 +796,7 @@ def _ablation_claims(f: Findings) -> list[Claim]:
 
 def _timing_claims(f: Findings) -> list[Claim]:
     """Return the claims that the eNTK rises before the core settles (by at least one snapshot interval: the declared
-    100 epochs are the paper profile's, the run's own interval replaces them) and that the core settles at grokking."""
+    100 epochs are the notebook's default interval, the run's own replaces them) and that the core settles at grokking."""
     T, fam = f.timing, f.modular
     rises = _over(replace(_SPEC["entk_rises_before_core_settles"], bound=at_least(T.every)), fam,
                   [a - e for a, e in zip(T.core_settles, T.entk_rises)],
