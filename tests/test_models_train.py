@@ -1,5 +1,6 @@
 """Batched models and trainer: against a plain per-model reference, torch.optim.AdamW and lone runs."""
 
+import math
 import warnings
 
 import pytest
@@ -303,6 +304,24 @@ def test_dropout_masks_depend_only_on_each_models_seed():
     assert set(masks.unique().tolist()) == {0.0, 2.0}           # kept entries scaled by 1 / (1 − rate)
     assert abs((masks == 0).float().mean().item() - 0.5) < 0.05
     assert torch.equal(ensemble.eval()._dropout(torch.ones(2, 3)), torch.ones(2, 3))
+
+
+def test_dropout_drops_each_entry_independently_with_the_rounded_rate():
+    """Each entry is dropped with probability q = round(rate · 2¹⁶) / 2¹⁶, whatever its place among the 16-bit lanes of
+    a 64-bit draw, independently of its neighbours, and kept entries are scaled by 1 / (1 − q)."""
+    cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.1)
+    model = BatchedTransformer(cfg, seeds=[0, 1]).train()
+    q = round(0.1 * 2 ** 16) / 2 ** 16
+    scale = model._dropout(torch.ones(2, 2 ** 21, dtype=torch.float64))
+    assert set(scale.unique().tolist()) == {0.0, 1 / (1 - q)}
+    dropped = (scale == 0).double()
+    n = dropped.numel()
+    five_sigma = 5 * math.sqrt(q * (1 - q) / (n / 4))              # per lane: a quarter of the entries
+    lanes = dropped.view(2, -1, 4).mean(dim=(0, 1))               # the four 16-bit lanes of each draw
+    assert (lanes - q).abs().max().item() < five_sigma, lanes
+    neighbours = (dropped[:, 1:] * dropped[:, :-1]).mean().item()  # P(both dropped) = q² when independent
+    assert abs(neighbours - q * q) < 5 * math.sqrt(q * q * (1 - q * q) / n)
+    assert not torch.equal(model._dropout(torch.ones(2, 64)), model._dropout(torch.ones(2, 64)))
 
 
 def test_ensemble_with_dropout_equals_independent_runs():

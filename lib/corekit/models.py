@@ -8,7 +8,8 @@ seeds ``[s0, s1]`` holds and trains exactly the models that ensembles ``[s0]`` a
 
 With ``norm="post"``, ``causal=False``, ``qkv_bias=True``, ``init="torch"`` and ``dropout=0.1`` a layer
 is ``torch.nn.TransformerEncoderLayer`` with its defaults (post-LN, ReLU, dropout on the attention
-pattern, the MLP hidden layer and both sublayer outputs), the grokking-cores authors' block.
+pattern, the MLP hidden layer and both sublayer outputs), the grokking-cores authors' block; its dropout
+rate is the nearest multiple of 2⁻¹⁶ (0.1 → 0.100006), drawn 16 bits an entry.
 """
 from __future__ import annotations
 
@@ -272,11 +273,23 @@ class BatchedTransformer(nn.Module):
 
     def _dropout(self, x: Tensor) -> Tensor:
         """Return x (M, ...) after dropout in training mode, model m's mask drawn from its own generator."""
-        rate = self.config.dropout
-        if not (self.training and rate > 0):
+        if not (self.training and self.config.dropout > 0):
             return x
-        masks = [torch.rand(x.shape[1:], generator=g, device=x.device) for g in self.dropout_generators(x.device)]
-        return x * (torch.stack(masks) >= rate) / (1 - rate)
+        return x * self._dropout_scale(x.shape[1:], x.dtype, x.device)
+
+    def _dropout_scale(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Tensor:
+        """Return dropout multipliers (M, *shape): 0 with probability q, else 1 / (1 − q), model m's from its generator.
+
+        q is ``config.dropout`` rounded to a multiple of 2⁻¹⁶ (0.1 → 6554 / 65536). Each entry reads 16 bits of the
+        generator's 64-bit integer draws: a quarter of the draws ``torch.rand`` makes, and one comparison.
+        """
+        n, M = math.prod(shape), self.n_models
+        drop = min(round(self.config.dropout * 2 ** 16), 2 ** 16 - 1)          # q = drop / 2¹⁶ < 1
+        bits = torch.empty(M, -(-n // 4), dtype=torch.int64, device=device)
+        for m, gen in enumerate(self.dropout_generators(device)):
+            bits[m].random_(-2 ** 63, None, generator=gen)                     # all 64 bits uniform
+        keep = (bits.view(torch.int16) >= drop - 2 ** 15)[:, :n].view(M, *shape)
+        return keep.to(dtype).mul_(1 / (1 - drop / 2 ** 16))
 
     def weight_matrices(self) -> Tensor:
         """Return every model's matrices (embeddings, attention, MLP, unembedding) flattened: (M, P)."""

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
+from corekit import onelayer
 from corekit.models import BatchedTransformer
 
 #: What a checkpoint written by :func:`train_ensemble` holds.
@@ -185,16 +186,18 @@ class BatchedAdamW:
             dst.copy_(src)
 
 
-def losses_and_accuracy(logits: Tensor, y: Tensor, n_outputs: int | None = None) -> tuple[Tensor, Tensor]:
-    """Return per-model cross-entropy and accuracy (M,), (M,) of logits (M, B, T, V) on y (B, T_y) or (M, B, T_y).
-
-    ``n_outputs`` keeps only the first logits (the eNTK authors' loss on ``logits[:, :p]`` of p + 1 outputs).
-    """
+def losses(logits: Tensor, y: Tensor, n_outputs: int | None = None) -> Tensor:
+    """Return per-model cross-entropy (M,) of logits (M, B, T, V) on y (B, T_y) or (M, B, T_y), on the first
+    ``n_outputs`` logits (the eNTK authors' loss on ``logits[:, :p]`` of p + 1 outputs)."""
     logits = logits[:, :, -y.shape[-1]:, :n_outputs]
     y = y.expand(logits.shape[:3])
-    loss = F.cross_entropy(logits.flatten(0, 2), y.flatten(), reduction="none").view(y.shape).mean(dim=(1, 2))
-    acc = (logits.argmax(-1) == y).float().mean(dim=(1, 2))
-    return loss, acc
+    return F.cross_entropy(logits.flatten(0, 2), y.flatten(), reduction="none").view(y.shape).mean(dim=(1, 2))
+
+
+def losses_and_accuracy(logits: Tensor, y: Tensor, n_outputs: int | None = None) -> tuple[Tensor, Tensor]:
+    """Return per-model cross-entropy and accuracy (M,), (M,) as :func:`losses` reads them."""
+    acc = (logits[:, :, -y.shape[-1]:, :n_outputs].argmax(-1) == y).float().mean(dim=(1, 2))
+    return losses(logits, y, n_outputs), acc
 
 
 @torch.no_grad()
@@ -433,6 +436,7 @@ def train_ensemble(
 
     n_batches = steps_per_epoch(N, batch_size, drop_last)
     model.train()
+    by_hand = onelayer.applies(model, train.y.shape[-1])           # the gradients derived by hand (corekit.onelayer)
     bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
                mininterval=1.0)
     if step == 0:
@@ -481,9 +485,12 @@ def train_ensemble(
         opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
         if step in resets:
             opt.reset(resets[step])
-        loss, _ = losses_and_accuracy(model(x, last=y.shape[-1]), y, loss_outputs)
-        model.zero_grad(set_to_none=False)
-        loss.sum().backward()                                    # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
+        if by_hand:
+            loss = onelayer.loss_and_grads(model, x, y, loss_outputs)
+        else:
+            loss = losses(model(x, last=y.shape[-1]), y, loss_outputs)
+            model.zero_grad(set_to_none=False)
+            loss.sum().backward()                                # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
         opt.step()
         step += 1
         if batch_size < N:
