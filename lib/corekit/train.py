@@ -134,11 +134,15 @@ class BatchedAdamW:
         return runs
 
     def _fused_step(self, idx: list[int]) -> None:
-        """Update parameters ``idx`` with torch's fused AdamW kernel, one call per run of models sharing lr, decay, step."""
+        """Update parameters ``idx`` with torch's fused AdamW kernel, one call per run of models sharing lr, decay, step.
+
+        The kernel gets each model's slice as a tensor of its own: it rounds the elements of its vectorised loop and
+        of the loop's tail differently, so a model's numbers must not depend on where its slice starts in the stack.
+        """
         beta1, beta2 = self.betas
         for first, end, lr, wd, t in self._model_runs():
-            cut = (lambda tensors: tensors) if (first, end) == (0, len(self.step_count)) else \
-                (lambda tensors: [x[first:end] for x in tensors])        # a slice of the model axis: contiguous
+            def cut(tensors: list[Tensor]) -> list[Tensor]:
+                return [x[m] for x in tensors for m in range(first, end)]     # contiguous, as a lone model's
             params = cut([self.params[i] for i in idx])
             step = torch.tensor(float(t), device=params[0].device)
             torch._fused_adamw_(params, cut([self.params[i].grad for i in idx]), cut([self.exp_avg[i] for i in idx]),
