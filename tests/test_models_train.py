@@ -178,6 +178,28 @@ def test_fused_batched_adamw_is_torch_fused_adamw_per_model_bit_for_bit(dtype):
         assert all(torch.equal(p[m], s) for p, s in zip(ours, singles[m]))
 
 
+def test_fused_batched_adamw_models_sharing_a_call_are_lone_models_bit_for_bit():
+    """Models 2 and 3 share one fused call (same lr and decay) and still step as lone ``torch.optim.AdamW(fused=True)``
+    models, bit for bit, whatever their sizes (the kernel rounds its vectorised loop and its tail differently)."""
+    gen = torch.Generator().manual_seed(0)
+    ours = [torch.randn(4, n, generator=gen) for n in range(30, 45)]
+    singles = [[p[m].clone() for p in ours] for m in range(4)]
+    lr, wd = [1e-3, 1e-3, 1e-2, 1e-2], [0.5, 0.5, 2.0, 2.0]
+    opt = BatchedAdamW(ours, torch.tensor(lr, dtype=torch.float64), torch.tensor(wd, dtype=torch.float64), fused=True)
+    refs = [torch.optim.AdamW(singles[m], lr=lr[m], weight_decay=wd[m], fused=True) for m in range(4)]
+    for i in range(40):
+        for p in ours:
+            p.grad = torch.randn(p.shape, generator=gen) * 10.0 ** -(i % 4)
+        for m in range(4):
+            for s, p in zip(singles[m], ours):
+                s.grad = p.grad[m].clone()
+        opt.step()
+        for ref in refs:
+            ref.step()
+    for m in range(4):
+        assert all(torch.equal(p[m], s) for p, s in zip(ours, singles[m])), f"model {m}"
+
+
 def test_fused_batched_adamw_is_the_per_parameter_loop_in_float64():
     """In float64, with float64 hyperparameters, the fused update and the per-parameter loop differ by rounding only."""
     gen = torch.Generator().manual_seed(1)

@@ -136,8 +136,9 @@ class BatchedAdamW:
     def _fused_step(self, idx: list[int]) -> None:
         """Update parameters ``idx`` with torch's fused AdamW kernel, one call per run of models sharing lr, decay, step.
 
-        The kernel gets each model's slice as a tensor of its own: it rounds the elements of its vectorised loop and
-        of the loop's tail differently, so a model's numbers must not depend on where its slice starts in the stack.
+        The kernel gets each model's slice as a tensor of its own, as a lone model's: it rounds the elements of its
+        vectorised loop and of the loop's tail differently, so a slice of several models would step a model
+        differently from its lone run.
         """
         beta1, beta2 = self.betas
         for first, end, lr, wd, t in self._model_runs():
