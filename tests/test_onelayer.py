@@ -61,3 +61,18 @@ def test_applies_to_the_one_layer_model_without_norms_biases_or_dropout(change, 
     model = BatchedTransformer(config, seeds=[0]).train(training)
     expected = not ({"norm", "bias", "n_layers"} & set(change)) and last == 1 and not (training and "dropout" in change)
     assert onelayer.applies(model, last) is expected
+
+
+def test_each_models_gradients_are_its_own():
+    """A stack of three different models gets, model for model, the loss and gradients of that model alone."""
+    model = BatchedTransformer(_config(True), seeds=[0, 1, 2]).double().train()
+    gen = torch.Generator().manual_seed(3)
+    tokens, y = torch.randint(0, 8, (3, 20, 3), generator=gen), torch.randint(0, 7, (3, 20, 1), generator=gen)
+    stacked = onelayer.loss_and_grads(model, tokens, y)
+    grads = {name: p.grad.clone() for name, p in model.params.items()}
+    for m, seed in enumerate([0, 1, 2]):
+        alone = BatchedTransformer(_config(True), seeds=[seed]).double().train()
+        loss = onelayer.loss_and_grads(alone, tokens[m:m + 1], y[m:m + 1])
+        torch.testing.assert_close(loss[0], stacked[m], rtol=1e-13, atol=0)
+        for name, p in alone.params.items():
+            torch.testing.assert_close(p.grad[0], grads[name][m], rtol=1e-12, atol=1e-15, msg=name)
