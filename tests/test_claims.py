@@ -330,9 +330,11 @@ def test_results_page_counts_each_verdict_and_keeps_targets_and_reasons_whole(tm
     rows = [line for line in page.splitlines() if line.startswith("| {doc}`0")]
     assert [r.split(" | ")[2] for r in rows] == ["2 pass", "1 pass, 1 uninformative, 1 fail, 1 reported",
                                                  "1 fail, 1 undecided"]
-    assert verdict_line(runs["01_all"].metrics) == "all 2 tested claims pass"
-    assert verdict_line(runs["02_some"].metrics) == "1 of 3 tested claims pass; 1 fail (`c1`); 1 uninformative (`c3`)"
-    assert verdict_line(runs["03_none"].metrics) == "0 of 2 tested claims pass; 1 fail (`c0`); 1 undecided (`c1`)"
+    assert verdict_line(runs["01_all"].metrics) == "the paper's claims: all 2 pass"
+    assert verdict_line(runs["02_some"].metrics) == ("the paper's claims: 1 of 3 pass (1 fail: `c1`; "
+                                                      "1 uninformative: `c3`)")
+    assert verdict_line(runs["03_none"].metrics) == "the paper's claims: 0 of 2 pass (1 fail: `c0`; 1 undecided: `c1`)"
+    assert "{doc}`Chapter 02 <../notebooks/02_some>`. The paper's claims: 1 of 3 pass" in page
     assert page.count(long_statistic.strip()) == 8 and "…" not in page
     assert page.count("The fit rank reached p − 1.") == 2 * 4        # in the claims tables and, unfolded, in the lists
 
@@ -350,6 +352,30 @@ def test_a_chapter_opens_with_its_verdict_counts_and_the_reasons_of_every_claim_
     assert "- `weak` (uninformative): Uninformative: measured 1 satisfies ≥ 0.5, but so does the null" in box
     assert "- `bad` (FAIL): Fails: measured 0.1 does not satisfy ≥ 0.5." in box
     assert "`ok`" not in box and "`fig`" not in box
+
+
+def test_the_verdict_line_counts_each_kind_apart_and_names_what_does_not_pass():
+    """A chapter's passing checks never make up for its failing paper claims: each group of kinds is counted alone."""
+    from corekit.runs.publish import verdict_box, verdict_line
+    claims = Claims("nb", parameters={})
+    for i in range(5):
+        claims.check(f"p{i}", 1.0 if i < 2 else 0.1, at_least(0.5), kind="paper", statistic="x",
+                     null=Null("random", 0.0))
+    claims.check("ext", 1.0, at_least(0.5), kind="extension", statistic="x", null=Null("random", 1.0))
+    claims.check("trained", 1.0, at_least(0.5), kind="precondition", statistic="x", null=Null("untrained", 0.0))
+    claims.check("residual", 1e-9, at_most(1e-6), kind="check", statistic="x", no_null="numerical check")
+    claims.report("fig", 3, kind="paper", statistic="a figure")
+    metrics = claims.as_dict()
+    assert verdict_line(metrics, shown=2) == ("the paper's claims: 2 of 5 pass (3 fail: `p2`, `p3` and 1 more) · "
+                                              "the book's own claims: 0 of 1 pass (1 uninformative: `ext`) · "
+                                              "checks and preconditions: all 2 pass")
+    assert verdict_line(metrics, own=True) == ("the book's hypotheses: 2 of 6 pass (3 fail: `p2`, `p3`, `p4`; "
+                                               "1 uninformative: `ext`) · checks and preconditions: all 2 pass")
+    assert "The paper's claims: 2 of 5 pass" in verdict_box(metrics)
+    assert "The book's hypotheses: 2 of 6 pass" in verdict_box(metrics, own=True)
+    only = Claims("nb", parameters={})
+    only.report("fig", 3, kind="paper", statistic="a figure")
+    assert verdict_line(only.as_dict()) == "reported only (no tested claim)"
 
 
 def test_the_front_page_counts_only_paper_claims_as_reproduced(tmp_path):

@@ -344,7 +344,8 @@ def record_markdown(nb: Notebook, run: Run) -> str:
     if reason:
         lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
                   f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
-    return "\n".join(lines + ["", reproduce_markdown(nb, metrics), "", verdict_box(metrics, against_paper(nb, metrics))])
+    box = verdict_box(metrics, against_paper(nb, metrics), own=bool(nb.declared.get("own_hypotheses")))
+    return "\n".join(lines + ["", reproduce_markdown(nb, metrics), "", box])
 
 
 #: Where a chapter's page offers its notebook's source (``notebooks/NAME.py``) for download, inside the staged book.
@@ -391,13 +392,13 @@ def against_paper(nb: Notebook, metrics: dict) -> str:
     return f"Against the paper profile, this run used {'; '.join(differ)}."
 
 
-def verdict_box(metrics: dict, settings: str = "") -> str:
-    """Return the MyST box that opens a chapter with its verdict: the counts by verdict (the run's metrics), how its
-    settings differ from the paper profile (``settings``) and, folded, every claim that is not a pass with the run's
-    reason for it."""
-    counts = tally(metrics)
+def verdict_box(metrics: dict, settings: str = "", own: bool = False) -> str:
+    """Return the MyST box that opens a chapter with its verdict: the tested claims by kind (:func:`verdict_line`;
+    ``own``: a chapter of the book's own hypotheses), the counts by verdict (the run's metrics), how its settings
+    differ from the paper profile (``settings``) and, folded, every claim that is not a pass with the run's reason."""
+    counts, line = tally(metrics), verdict_line(metrics, own=own)
     lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
-             f"{verdict_line(metrics)}. Counts: {counts_text(counts)} (claims table at the end of the page"
+             f"{line[:1].upper()}{line[1:]}. Counts: {counts_text(counts)} (claims table at the end of the page"
              + (", folded" if folded(metrics) else "") + ")."
              + (f" {settings}" if settings else "")]
     open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
@@ -575,23 +576,33 @@ def counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v)) or "no claims"
 
 
-def verdict_line(metrics: dict, shown: int = 3, ident=lambda claim_id: f"`{claim_id}`") -> str:
-    """Return the chapter's one-line verdict: how many tested claims pass, and which do not and how (each id written
-    by ``ident``)."""
-    counts = tally(metrics)
-    tested = sum(counts[v] for v in VERDICTS if v != "reported")
-    if not tested:
-        return "reported only (no tested claim)"
-    if counts["pass"] == tested:
-        return f"all {tested} tested claims pass"
+#: The groups a chapter's verdict line counts apart: (label, kinds) in a chapter reproducing a paper, and in a
+#: chapter of the book's own hypotheses (where the paper's and the extension kinds are both its hypotheses).
+VERDICT_GROUPS = (("the paper's claims", frozenset({"paper"})), ("the book's own claims", frozenset({"extension"})),
+                  ("checks and preconditions", frozenset({"check", "precondition"})))
+OWN_VERDICT_GROUPS = (("the book's hypotheses", frozenset({"paper", "extension"})), VERDICT_GROUPS[2])
+
+
+def verdict_line(metrics: dict, shown: int = 3, ident=lambda claim_id: f"`{claim_id}`", own: bool = False) -> str:
+    """Return the chapter's one-line verdict: per group of kinds (the paper's claims, the book's own, checks and
+    preconditions; the book's hypotheses and checks in a chapter of its own hypotheses, ``own``), how many tested
+    claims pass and which do not and how (each id written by ``ident``, ``shown`` of them per verdict)."""
+    claims = [c for c in metrics.get("claims", []) if verdict_of(c) != "reported"]
     parts = []
-    for v in ("fail", "uninformative", "undecided"):
-        ids = [c["id"] for c in metrics.get("claims", []) if verdict_of(c) == v]
-        if ids:
-            named = ", ".join(ident(i) for i in ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown
-                                                                  else "")
-            parts.append(f"{len(ids)} {v} ({named})")
-    return f"{counts['pass']} of {tested} tested claims pass; " + "; ".join(parts)
+    for label, kinds in OWN_VERDICT_GROUPS if own else VERDICT_GROUPS:
+        group = [c for c in claims if kind_of(c, own) in kinds]
+        passed = sum(verdict_of(c) == "pass" for c in group)
+        if not group:
+            continue
+        text = f"{label}: " + (f"all {len(group)} pass" if passed == len(group) else f"{passed} of {len(group)} pass")
+        others = []
+        for v in ("fail", "uninformative", "undecided"):
+            ids = [c["id"] for c in group if verdict_of(c) == v]
+            if ids:
+                more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+                others.append(f"{len(ids)} {v}: {', '.join(ident(i) for i in ids[:shown])}{more}")
+        parts.append(text + (f" ({'; '.join(others)})" if others else ""))
+    return " · ".join(parts) if parts else "reported only (no tested claim)"
 
 
 def papers_of(root: Path, names: Iterable[str]) -> dict[str, str]:
@@ -669,9 +680,10 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
     return path
 
 
-def overview_table(runs: dict[str, Run]) -> list[str]:
+def overview_table(runs: dict[str, Run], own: Collection[str] = ()) -> list[str]:
     """Return the markdown rows of the per-chapter overview: the chapter (number and title), its run (profile,
-    runtime, commit), its claims counted by verdict and its verdict with the claims that do not pass."""
+    runtime, commit), its claims counted by verdict and its verdict with the claims that do not pass (``own``: the
+    chapters of the book's own hypotheses)."""
     rows = ["| chapter | run | claims by verdict | verdict |", "|---|---|---|---|"]
     for name, run in runs.items():
         metrics = run.metrics
@@ -682,7 +694,7 @@ def overview_table(runs: dict[str, Run]) -> list[str]:
         runtime = duration(metrics.get("runtime_s")).replace(" ", "\u00a0")
         rows.append(f"| {{doc}}`{name[:2]} · {cell(title(run), None)} <../notebooks/{name}>` | "
                     f"{metrics.get('profile', '?')} profile, {runtime}, commit `{commit}` | "
-                    f"{counts_text(tally(metrics))} | {verdict_line(metrics, ident=id_cell)} |")
+                    f"{counts_text(tally(metrics))} | {verdict_line(metrics, ident=id_cell, own=name in own)} |")
     return rows
 
 
@@ -718,13 +730,13 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
         lines += [f":::{{figure}} {tally_image}", ":alt: claims per chapter", ":width: 100%", "",
                   "Claims per chapter by verdict: pass (green), uninformative (its null passes too; ochre), fail "
                   "(red), undecided at this profile (blue), reported without a test (grey).", ":::", ""]
-    lines += ["::::{div} corekit-overview", "", *overview_table(runs), "", "::::", ""]
+    lines += ["::::{div} corekit-overview", "", *overview_table(runs, own), "", "::::", ""]
     for name, run in runs.items():
         metrics = run.metrics
         profile = metrics.get("profile", "?")
-        env = metrics.get("environment") or {}
-        lines += [f"## {title(run)}", "", f"{{doc}}`Chapter {name[:2]} <../notebooks/{name}>`: "
-                  f"{verdict_line(metrics)}. Its run: {profile} profile on {env.get('device') or 'a device not recorded'}"
+        env, line = metrics.get("environment") or {}, verdict_line(metrics, own=name in own)
+        lines += [f"## {title(run)}", "", f"{{doc}}`Chapter {name[:2]} <../notebooks/{name}>`. "
+                  f"{line[:1].upper()}{line[1:]}. Its run: {profile} profile on {env.get('device') or 'a device not recorded'}"
                   f" ({env.get('threads') or '?'} threads), {duration(metrics.get('runtime_s'))}.", ""]
         if name in figures:
             image, caption = figures[name]
