@@ -275,9 +275,7 @@ def test_claims_all_pass_in_the_declared_order_with_their_kinds():
     got = ch.claims(_findings())
     assert [c.id for c in got] == _IDS == [s.id for s in ch.CLAIMS]
     assert [c.verdict for c in got] == ["pass"] * len(_IDS)
-    kinds = {s.id: s.kind for s in ch.CLAIMS}
-    assert all(c.kind == kinds[c.id] for c in got)
-    assert kinds["final_test_accuracy"] == "precondition" and kinds["cliff1_size"] == "paper"
+    assert {c.id: c.kind for c in got if c.kind != "paper"} == {"final_test_accuracy": "precondition"}
     c = {c.id: c for c in got}
     assert c["cliff1_size"].measured == 56 and c["cliff1_size"].target.endswith("= 56")
     assert c["alignment_peak_near_grok"].measured == pytest.approx(11 / 17.2)

@@ -402,8 +402,6 @@ def test_alignment_paths_pick_the_best_random_rotation_and_function_change_is_ro
 
 from dataclasses import replace  # noqa: E402
 
-from corekit.verdicts import KINDS  # noqa: E402
-
 SAME_PAIRS = ["1–2", "1–3", "2–3", "4–5", "4–6", "5–6"]
 CONTRAST = ["1–4"]
 SAME_ORDERED = [x for k in SAME_PAIRS for x in (k, "–".join(reversed(k.split("–"))))]
@@ -446,8 +444,7 @@ def by_id(f):
 def test_the_claims_are_the_declared_ones_in_order_each_with_its_kind_and_all_pass_on_fair_findings():
     out = mc.claims(findings())
     assert [c.id for c in out] == IDS == [s.id for s in mc.CLAIMS]
-    kinds = {s.id: s.kind for s in mc.CLAIMS}
-    assert all(c.kind == kinds[c.id] and c.kind in KINDS for c in out)
+    assert {c.kind for c in out} == {"extension", "check"}       # the paper has no merging claim: all are the book's
     assert {c.id for c in out if c.kind == "check"} == {"alignment_preserves_function", "path_ends_are_the_models"}
     assert {c.id: c.verdict for c in out if c.verdict != "reported"} == dict.fromkeys(
         ["naive_barrier", "spawned_pair_connected", "core_aligned_connects", "core_alignment_halves_barrier",
