@@ -1,9 +1,10 @@
 # On a fresh machine: `make book` (install + build the published edition from results/, executing nothing),
-# `make run` (execute every notebook at PROFILE, quick by default, and build that edition) and `make test`
+# `make run` (execute every notebook at PROFILE, quick by default, JOBS at a time, and build that edition) and `make test`
 # (`make test-fast`: the library's tests only; `make lint`: ruff). Everything installs into .venv; torch is
 # pinned first so pip keeps the CPU build.
 VENV    ?= .venv
 PROFILE ?= quick
+JOBS    ?= 1
 PYTEST_ARGS ?= -q
 PYTHON  := $(VENV)/bin/python
 COREKIT := $(VENV)/bin/corekit
@@ -24,7 +25,7 @@ book: install
 	$(PYTHON) -m corekit book --published
 
 run: install
-	$(PYTHON) -m corekit run all --profile $(PROFILE)
+	$(PYTHON) -m corekit run all --profile $(PROFILE) --jobs $(JOBS)
 	$(PYTHON) -m corekit book --profile $(PROFILE)
 
 lint: install

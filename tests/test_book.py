@@ -19,6 +19,7 @@ import pytest
 from browser import CHROMIUM, MISSING, chromium, serve
 from tinyrepo import REPO, corekit, tiny_notebook, write_notebook
 
+from corekit.device import usable_cores
 from corekit.runs import notebooks
 from corekit.verdicts import NO_NULL, VERDICTS
 
@@ -51,9 +52,11 @@ def book_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def executed(book_root, tmp_path_factory) -> Path:
-    """Folder where `corekit run all` executed every notebook on the quick profile."""
+    """Folder where `corekit run all` executed every notebook on the quick profile, two at a time where there are
+    two cores (each on one; their verdicts are not compared here, so the thread count cannot change a result)."""
     out = tmp_path_factory.mktemp("executed")
-    done = corekit("run", "all", "--out", str(out), root=book_root, timeout=EXECUTE_TIMEOUT_S)
+    jobs = "2" if len(usable_cores()) >= 2 else "1"
+    done = corekit("run", "all", "--jobs", jobs, "--out", str(out), root=book_root, timeout=EXECUTE_TIMEOUT_S)
     assert done.returncode == 0, f"corekit run all failed:\n{done.stdout}\n{done.stderr}"
     return out
 

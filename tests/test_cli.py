@@ -155,6 +155,38 @@ def test_run_all_continues_after_a_failure(tmp_path):
     assert load_metrics(out, "01_good")["claims"]
 
 
+def test_run_all_with_jobs_runs_side_by_side_on_a_share_of_the_cores_and_reports_each_failure(tmp_path):
+    import os
+    threaded = tiny_notebook("02_threads", figures=0).replace(
+        'output_dir = ""', 'cpu_threads = 0  # CPU threads (0: the cores free)\noutput_dir = ""').replace(
+        "if write_metrics:", 'claims.report("threads", cpu_threads, kind="check", statistic="cpu_threads")\n'
+                             "if write_metrics:")
+    root = make_repo(tmp_path / "book", {"00_bad": tiny_notebook("00_bad", figures=0),
+                                         "01_good": tiny_notebook("01_good", figures=0), "02_threads": threaded})
+    write_notebook(root, "00_bad", (root / "notebooks" / "00_bad.py").read_text().replace("fail = False", "fail = True"))
+    out = tmp_path / "out"
+    done = corekit("run", "all", "--jobs", "2", "-p", "scale", "3", "--out", str(out), root=root)
+    assert done.returncode == 1
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert f"3 notebooks, 2 at a time, {share} CPU thread{'s' * (share != 1)} each" in done.stdout
+    assert "corekit: error: 00_bad: " in done.stderr and "1 of 3 notebooks failed: 00_bad" in done.stderr
+    assert load_metrics(out, "01_good")["parameters"]["scale"] == 3
+    threads = {c["id"]: c["measured"] for c in load_metrics(out, "02_threads")["claims"]}["threads"]
+    assert threads == share
+    assert (out / "00_bad.failed.ipynb").is_file() and not (out / "00_bad.metrics.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["all", "--jobs", "2", "--publish"], "--jobs 2 goes without --publish"),
+    (["00_tiny", "--jobs", "2"], "--jobs 2 goes with run all"),
+    (["all", "--jobs", "0"], "argument --jobs: expected a whole number of at least 1, got '0'"),
+    (["all", "--jobs", "two"], "argument --jobs: expected a whole number of at least 1, got 'two'"),
+])
+def test_jobs_is_refused_where_it_cannot_apply(repo, args, message):
+    done = corekit("run", *args, root=repo)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
 def test_list_shows_parameters_and_defaults(repo):
     done = corekit("list", root=repo)
     assert done.returncode == 0, done.stderr

@@ -1,7 +1,7 @@
 """The ``corekit`` command: execute the book's notebooks through papermill and build the book::
 
     corekit run NOTEBOOK|all [--profile quick|cpu|paper] [-p NAME VALUE]... [--out DIR] [--publish [--force]]
-                             [--cell-timeout S]
+                             [--cell-timeout S] [--jobs N]
     corekit book [--profile quick|cpu|paper] [--out DIR] [--executed DIR] [--cell-timeout S]
     corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
     corekit adopt DIR [NOTEBOOK]... [--check] [--force]
@@ -39,6 +39,7 @@ from corekit.runs.execute import Outputs, SigTerm, Terminated, check_outputs, ex
 from corekit.runs.notebooks import (
     NOTEBOOK_NAME,
     PROFILES,
+    ROOT_ENV,
     Notebook,
     find_root,
     get_notebook,
@@ -74,13 +75,18 @@ def default_dir(root: Path, kind: str, profile: str) -> Path:
 
 
 def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: float | None = None,
-            publish: bool = False, force: bool = False) -> int:
+            publish: bool = False, force: bool = False, jobs: int = 1) -> int:
     """Run every notebook in order (at the cpu or paper profile: every notebook that has one, saying which it skips),
     each ``-p`` going to the notebooks that declare it; 1 if any failed.
 
     Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
-    starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``.
+    starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``. With ``jobs``
+    above 1, that many notebooks run at once (:func:`run_side_by_side`); never with ``publish``, whose runs are timed
+    alone on the machine.
     """
+    if jobs > 1 and publish:
+        raise CorekitError(f"--jobs {jobs} goes without --publish: a published run records its runtime, measured "
+                           "alone on the machine; publish with --jobs 1")
     names = notebook_names(root)
     if not names:
         raise CorekitError(f"no notebooks to run: {root / 'notebooks'} holds no NN_name.py")
@@ -109,6 +115,8 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
         print(f"run all --profile {profile}: running the {len(names)} notebooks with a {profile} profile "
               f"({', '.join(names)}); skipping {', '.join(skipped)} (no notebooks/params/{profile}/NAME.yaml)",
               flush=True)
+    if jobs > 1:
+        return run_side_by_side(root, names, profile, overrides, declared, out, cell_timeout, jobs)
     failed = []
     for name in names:
         try:
@@ -122,6 +130,61 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
             failed.append(name)
     if failed:
         print(f"corekit: {len(failed)} of {len(names)} notebooks failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_side_by_side(root: Path, names: list[str], profile: str, overrides: dict, declared: dict[str, dict],
+                     out: Path, cell_timeout: float | None, jobs: int) -> int:
+    """Run ``names`` ``jobs`` at a time, each its own ``corekit run NAME`` process on an equal share of the usable
+    cores (its ``cpu_threads``, where it declares one and ``-p`` does not set it), printing each one's output as it
+    ends; 1 if any failed."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from corekit.device import usable_cores
+
+    threads = max(1, len(usable_cores()) // jobs)
+    print(f"run all --jobs {jobs}: {len(names)} notebooks, {min(jobs, len(names))} at a time, "
+          f"{threads} CPU thread{'s' * (threads != 1)} each", flush=True)
+
+    live: list[subprocess.Popen] = []
+    stopping = False
+
+    def one(name: str) -> tuple[int, str, str]:
+        given = {k: v for k, v in overrides.items() if k in declared[name]}
+        if "cpu_threads" in declared[name] and "cpu_threads" not in given:
+            given["cpu_threads"] = threads
+        command = [sys.executable, "-m", "corekit", "run", name, "--profile", profile, "--out", str(out)]
+        command += ["--cell-timeout", str(cell_timeout)] if cell_timeout else []
+        for key, value in given.items():
+            command += ["-p", key, json.dumps(value)]
+        if stopping:
+            return 1, "", "not started: the run was stopped"
+        child = subprocess.Popen(command, cwd=root, env={**os.environ, ROOT_ENV: str(root)}, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        live.append(child)
+        stdout, stderr = child.communicate()
+        return child.returncode, stdout, stderr
+
+    failed = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        running = {pool.submit(one, name): name for name in names}
+        try:
+            for done in as_completed(running):
+                name, (code, stdout, stderr) = running[done], done.result()
+                print(stdout, end="", flush=True)
+                if code:
+                    tail = stderr.strip().splitlines()[-1:] or [f"exit status {code}"]
+                    print(f"corekit: error: {name}: {tail[0]}", file=sys.stderr, flush=True)
+                    failed.append(name)
+        except BaseException:          # Ctrl-C or SIGTERM: each running notebook keeps its partial run and stops
+            stopping = True
+            for child in live:
+                if child.poll() is None:
+                    child.terminate()
+            raise
+    if failed:
+        print(f"corekit: {len(failed)} of {len(names)} notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
         return 1
     return 0
 
@@ -262,7 +325,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CorekitError("--force goes with --publish (it lets a smaller profile's run replace a published one)")
     out = checked_out(root, args.out, args.profile)
     if args.notebook == "all":
-        return run_all(root, args.profile, overrides, out, args.cell_timeout, args.publish, args.force)
+        return run_all(root, args.profile, overrides, out, args.cell_timeout, args.publish, args.force, args.jobs)
+    if args.jobs != 1:
+        raise CorekitError(f"--jobs {args.jobs} goes with run all (one notebook runs as one process)")
     nb = get_notebook(root, args.notebook)
     params = effective_parameters(nb, args.profile, overrides)
     check_chapter(nb, params)
@@ -446,6 +511,17 @@ def positive_seconds(text: str) -> int:
     return math.ceil(value)
 
 
+def positive_count(text: str) -> int:
+    """Return ``text``, a whole number ≥ 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line, ``corekit: error: ...``, like every other refusal."""
 
@@ -472,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "not a run of a larger profile, quick < cpu < paper, without --force)")
     run.add_argument("--force", action="store_true",
                      help="with --publish: replace a published run even of a larger profile")
+    run.add_argument("--jobs", type=positive_count, default=1, metavar="N",
+                     help="with all: run N notebooks at once, each on 1/N of the cores (default 1; not with --publish)")
 
     book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
     _add_profile(book)
