@@ -85,6 +85,16 @@ def outputs(out: Path) -> dict[str, bytes]:
     return dict(sorted(files.items()))
 
 
+def in_sleeping_cell(ipynb: bytes) -> bool:
+    """Return whether papermill's saved notebook ``ipynb`` shows the cell that sleeps running."""
+    try:
+        cells = json.loads(ipynb)["cells"]
+    except json.JSONDecodeError:
+        return False
+    return any("time.sleep(sleep_s)" in "".join(cell["source"])
+               and cell.get("metadata", {}).get("papermill", {}).get("status") == "running" for cell in cells)
+
+
 def corekit_lines(err: str) -> list[str]:
     """Return the lines of ``err`` that corekit itself printed (not papermill's progress bar)."""
     return [line for line in err.splitlines() if line.startswith("corekit")]
@@ -251,6 +261,30 @@ def test_sigterm_stops_the_run_in_one_line_and_removes_its_staging_folder(repo, 
     assert slept(after.pop(f"{NAME}.interrupted.ipynb"))
     assert f"{NAME}.interrupted.ipynb" in json.loads(after[record_name(NAME)])["paths"]     # a later run replaces it
     assert unrecorded(after, NAME) == unrecorded(before, NAME)
+
+
+def test_sigterm_to_run_all_with_jobs_stops_every_running_notebook_and_keeps_each_partial_run(tmp_path):
+    import time
+    second = "01_safe"
+    root = make_repo(tmp_path / "book", {NAME: SAFE_NOTEBOOK, second: SAFE_NOTEBOOK.replace(NAME, second)})
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COREKIT_")} | {"COREKIT_ROOT": str(root)}
+    proc = subprocess.Popen([tinyrepo.sys.executable, "-m", "corekit", "run", "all", "--jobs", "2", "-p", "sleep_s",
+                             "120", "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 100
+    while not all(any(in_sleeping_cell(f.read_bytes()) for f in out.glob(f".{n}.running-*/{n}.ipynb"))
+                  for n in (NAME, second)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)                 # well before the notebooks' 120 s sleep ends
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert corekit_lines(err)[-1] == "corekit: error: stopped by SIGTERM", err
+    for name in (NAME, second):
+        assert json.loads((out / f"{name}.interrupted.ipynb").read_text())["cells"]
+        assert not (out / f"{name}.metrics.json").exists()
+    assert not list(out.glob(".*.running-*")), "a private run folder was left behind"
 
 
 # --------------------------------------------------------------------------------------------
