@@ -53,7 +53,7 @@ def book_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def executed(book_root, tmp_path_factory) -> Path:
     """Folder where `corekit run all` executed every notebook on the quick profile, two at a time where there are
-    two cores (each on one; their verdicts are not compared here, so the thread count cannot change a result)."""
+    two cores (each pinned to half of them, with the parameters of a run on its own, so `corekit book` reuses it)."""
     out = tmp_path_factory.mktemp("executed")
     jobs = "2" if len(usable_cores()) >= 2 else "1"
     done = corekit("run", "all", "--jobs", jobs, "--out", str(out), root=book_root, timeout=EXECUTE_TIMEOUT_S)

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from tinyrepo import corekit, make_repo, tiny_notebook, write_notebook, write_paper_profile
+from tinyrepo import corekit, make_repo, run_in_process, tiny_notebook, write_notebook, write_paper_profile
 
 from corekit.runs import errors, notebooks, parameters, site, source_hash
 
@@ -155,25 +155,37 @@ def test_run_all_continues_after_a_failure(tmp_path):
     assert load_metrics(out, "01_good")["claims"]
 
 
-def test_run_all_with_jobs_runs_side_by_side_on_a_share_of_the_cores_and_reports_each_failure(tmp_path):
+def test_run_all_with_jobs_runs_side_by_side_each_pinned_to_its_share_of_the_cores_and_reports_each_failure(tmp_path):
     import os
-    threaded = tiny_notebook("02_threads", figures=0).replace(
-        'output_dir = ""', 'cpu_threads = 0  # CPU threads (0: the cores free)\noutput_dir = ""').replace(
-        "if write_metrics:", 'claims.report("threads", cpu_threads, kind="check", statistic="cpu_threads")\n'
-                             "if write_metrics:")
+    pinned = tiny_notebook("02_cores", figures=0).replace(
+        "if write_metrics:", 'import os\nclaims.report("cores", len(os.sched_getaffinity(0)), kind="check", '
+                             'statistic="cores the kernel may run on")\nif write_metrics:')
     root = make_repo(tmp_path / "book", {"00_bad": tiny_notebook("00_bad", figures=0),
-                                         "01_good": tiny_notebook("01_good", figures=0), "02_threads": threaded})
+                                         "01_good": tiny_notebook("01_good", figures=0), "02_cores": pinned})
     write_notebook(root, "00_bad", (root / "notebooks" / "00_bad.py").read_text().replace("fail = False", "fail = True"))
     out = tmp_path / "out"
     done = corekit("run", "all", "--jobs", "2", "-p", "scale", "3", "--out", str(out), root=root)
     assert done.returncode == 1
-    share = max(1, len(os.sched_getaffinity(0)) // 2)
-    assert f"3 notebooks, 2 at a time, {share} CPU thread{'s' * (share != 1)} each" in done.stdout
+    cores = len(os.sched_getaffinity(0))
+    share = cores // 2 if cores >= 2 else cores
+    assert f"3 notebooks, 2 at a time, each on {share} of the {cores} cores" in done.stdout
     assert "corekit: error: 00_bad: " in done.stderr and "1 of 3 notebooks failed: 00_bad" in done.stderr
-    assert load_metrics(out, "01_good")["parameters"]["scale"] == 3
-    threads = {c["id"]: c["measured"] for c in load_metrics(out, "02_threads")["claims"]}["threads"]
-    assert threads == share
+    good = load_metrics(out, "01_good")
+    assert good["parameters"]["scale"] == 3
+    assert {c["id"]: c["measured"] for c in load_metrics(out, "02_cores")["claims"]}["cores"] == share
     assert (out / "00_bad.failed.ipynb").is_file() and not (out / "00_bad.metrics.json").exists()
+    alone = corekit("run", "01_good", "-p", "scale", "3", "--out", str(tmp_path / "alone"), root=root)
+    assert alone.returncode == 0, alone.stderr                 # the same parameters, so the same source hash
+    assert load_metrics(tmp_path / "alone", "01_good")["source_hash"] == good["source_hash"]
+
+
+@pytest.mark.parametrize("cores, message", [("0,x", "expected core numbers separated by commas"),
+                                             ("100000", "cannot run on those cores")])
+def test_a_core_list_that_cannot_be_pinned_is_one_line(repo, capsys, monkeypatch, cores, message):
+    monkeypatch.setenv("COREKIT_CPUS", cores)
+    code, _, err = run_in_process(capsys, monkeypatch, repo, "list")
+    assert code == 2 and err.startswith(f"corekit: error: COREKIT_CPUS={cores!r}: {message}"), err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 @pytest.mark.parametrize("args, message", [

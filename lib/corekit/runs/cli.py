@@ -81,8 +81,8 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
 
     Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
     starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``. With ``jobs``
-    above 1, that many notebooks run at once (:func:`run_side_by_side`); never with ``publish``, whose runs are timed
-    alone on the machine.
+    above 1, that many notebooks run at once, each on its share of the cores (:func:`run_side_by_side`); never with
+    ``publish``, whose runs are timed alone on the machine.
     """
     if jobs > 1 and publish:
         raise CorekitError(f"--jobs {jobs} goes without --publish: a published run records its runtime, measured "
@@ -134,36 +134,65 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     return 0
 
 
+#: The cores a ``corekit run`` started by ``run all --jobs`` is pinned to ("0,2"): it and its kernel run there only, so
+#: the thread count the notebook chooses (the free cores it may use, :func:`corekit.device.cpu_threads`) is its share.
+CPUS_ENV = "COREKIT_CPUS"
+
+
+def pin_to_cores() -> None:
+    """Pin this process, and the kernels it starts, to the cores ``$COREKIT_CPUS`` lists (where the OS can pin)."""
+    text = os.environ.get(CPUS_ENV)
+    if not text:
+        return
+    try:
+        cores = {int(core) for core in text.split(",")}
+    except ValueError:
+        raise CorekitError(f"{CPUS_ENV}={text!r}: expected core numbers separated by commas, e.g. 0,1") from None
+    if hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, cores)
+        except OSError as err:
+            raise CorekitError(f"{CPUS_ENV}={text!r}: cannot run on those cores ({err.strerror})") from None
+
+
 def run_side_by_side(root: Path, names: list[str], profile: str, overrides: dict, declared: dict[str, dict],
                      out: Path, cell_timeout: float | None, jobs: int) -> int:
-    """Run ``names`` ``jobs`` at a time, each its own ``corekit run NAME`` process on an equal share of the usable
-    cores (its ``cpu_threads``, where it declares one and ``-p`` does not set it), printing each one's output as it
-    ends; 1 if any failed."""
+    """Run ``names`` ``jobs`` at a time, each its own ``corekit run NAME`` process pinned to its own share of the usable
+    cores (:data:`CPUS_ENV`; all of them where there are fewer cores than jobs), printing each one's output as it
+    ends; 1 if any failed. A notebook's parameters are those of a run on its own, so ``corekit book`` reuses it."""
+    import queue
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from corekit.device import usable_cores
 
-    threads = max(1, len(usable_cores()) // jobs)
-    print(f"run all --jobs {jobs}: {len(names)} notebooks, {min(jobs, len(names))} at a time, "
-          f"{threads} CPU thread{'s' * (threads != 1)} each", flush=True)
+    cores = usable_cores()
+    lanes: queue.Queue[list[int]] = queue.Queue()
+    for i in range(jobs):
+        lanes.put(cores[i::jobs] if len(cores) >= jobs else cores)
+    share = len(cores) // jobs if len(cores) >= jobs else len(cores)
+    print(f"run all --jobs {jobs}: {len(names)} notebooks, {min(jobs, len(names))} at a time, each on "
+          f"{share} of the {len(cores)} cores", flush=True)
 
     live: list[subprocess.Popen] = []
     stopping = False
 
     def one(name: str) -> tuple[int, str, str]:
-        given = {k: v for k, v in overrides.items() if k in declared[name]}
-        if "cpu_threads" in declared[name] and "cpu_threads" not in given:
-            given["cpu_threads"] = threads
         command = [sys.executable, "-m", "corekit", "run", name, "--profile", profile, "--out", str(out)]
         command += ["--cell-timeout", str(cell_timeout)] if cell_timeout else []
-        for key, value in given.items():
-            command += ["-p", key, json.dumps(value)]
+        for key, value in overrides.items():
+            if key in declared[name]:
+                command += ["-p", key, json.dumps(value)]
         if stopping:
             return 1, "", "not started: the run was stopped"
-        child = subprocess.Popen(command, cwd=root, env={**os.environ, ROOT_ENV: str(root)}, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        live.append(child)
-        stdout, stderr = child.communicate()
+        lane = lanes.get()
+        try:
+            env = {**os.environ, ROOT_ENV: str(root), CPUS_ENV: ",".join(map(str, lane))}
+            child = subprocess.Popen(command, cwd=root, env=env, text=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+            live.append(child)
+            stdout, stderr = child.communicate()
+        finally:
+            lanes.put(lane)
         return child.returncode, stdout, stderr
 
     failed = []
@@ -549,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true",
                      help="with --publish: replace a published run even of a larger profile")
     run.add_argument("--jobs", type=positive_count, default=1, metavar="N",
-                     help="with all: run N notebooks at once, each on 1/N of the cores (default 1; not with --publish)")
+                     help="with all: run N notebooks at once, each pinned to 1/N of the cores (default 1; not with --publish)")
 
     book = commands.add_parser("book", help="build the static HTML book from executed notebooks")
     _add_profile(book)
@@ -582,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``corekit`` command line; return its exit status (every failure ends in one message)."""
     args = build_parser().parse_args(argv)
     try:
+        pin_to_cores()
         with sigterm_raises():
             return COMMANDS[args.command](args)
     except Problems as err:
