@@ -161,6 +161,7 @@ def run_side_by_side(root: Path, names: list[str], profile: str, overrides: dict
     cores (:data:`CPUS_ENV`; all of them where there are fewer cores than jobs), printing each one's output as it
     ends; 1 if any failed. A notebook's parameters are those of a run on its own, so ``corekit book`` reuses it."""
     import queue
+    import threading
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from corekit.device import usable_cores
@@ -175,6 +176,7 @@ def run_side_by_side(root: Path, names: list[str], profile: str, overrides: dict
 
     live: list[subprocess.Popen] = []
     stopping = False
+    starting = threading.Lock()           # a notebook starts, or the run stops, never both at once
 
     def one(name: str) -> tuple[int, str, str]:
         command = [sys.executable, "-m", "corekit", "run", name, "--profile", profile, "--out", str(out)]
@@ -182,14 +184,15 @@ def run_side_by_side(root: Path, names: list[str], profile: str, overrides: dict
         for key, value in overrides.items():
             if key in declared[name]:
                 command += ["-p", key, json.dumps(value)]
-        if stopping:
-            return 1, "", "not started: the run was stopped"
         lane = lanes.get()
         try:
             env = {**os.environ, ROOT_ENV: str(root), CPUS_ENV: ",".join(map(str, lane))}
-            child = subprocess.Popen(command, cwd=root, env=env, text=True, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-            live.append(child)
+            with starting:
+                if stopping:
+                    return 1, "", "not started: the run was stopped"
+                child = subprocess.Popen(command, cwd=root, env=env, text=True, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE)
+                live.append(child)
             stdout, stderr = child.communicate()
         finally:
             lanes.put(lane)
@@ -207,10 +210,11 @@ def run_side_by_side(root: Path, names: list[str], profile: str, overrides: dict
                     print(f"corekit: error: {name}: {tail[0]}", file=sys.stderr, flush=True)
                     failed.append(name)
         except BaseException:          # Ctrl-C or SIGTERM: each running notebook keeps its partial run and stops
-            stopping = True
-            for child in live:
-                if child.poll() is None:
-                    child.terminate()
+            with starting:
+                stopping = True
+                for child in live:
+                    if child.poll() is None:
+                        child.terminate()
             raise
     if failed:
         print(f"corekit: {len(failed)} of {len(names)} notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
