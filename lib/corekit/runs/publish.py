@@ -682,8 +682,8 @@ def tally_figure(runs: dict[str, Run], path: Path) -> Path:
 
 def overview_table(runs: dict[str, Run], own: Collection[str] = ()) -> list[str]:
     """Return the markdown rows of the per-chapter overview: the chapter (number and title), its run (profile,
-    runtime, commit), its claims counted by verdict and its verdict with the claims that do not pass (``own``: the
-    chapters of the book's own hypotheses)."""
+    runtime, commit), its claims counted by verdict and its verdict with the first claim that does not pass per
+    verdict (the chapter's section below lists them all; ``own``: the chapters of the book's own hypotheses)."""
     rows = ["| chapter | run | claims by verdict | verdict |", "|---|---|---|---|"]
     for name, run in runs.items():
         metrics = run.metrics
@@ -694,7 +694,7 @@ def overview_table(runs: dict[str, Run], own: Collection[str] = ()) -> list[str]
         runtime = duration(metrics.get("runtime_s")).replace(" ", "\u00a0")
         rows.append(f"| {{doc}}`{name[:2]} · {cell(title(run), None)} <../notebooks/{name}>` | "
                     f"{metrics.get('profile', '?')} profile, {runtime}, commit `{commit}` | "
-                    f"{counts_text(tally(metrics))} | {verdict_line(metrics, ident=id_cell, own=name in own)} |")
+                    f"{counts_text(tally(metrics))} | {verdict_line(metrics, shown=1, ident=id_cell, own=name in own)} |")
     return rows
 
 
