@@ -323,6 +323,24 @@ def test_dropout_drops_each_entry_independently_with_the_rounded_rate():
     assert not torch.equal(model._dropout(torch.ones(2, 64)), model._dropout(torch.ones(2, 64)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rate", [0.1, 0.5, 1e-5, 0.9999])
+def test_a_dropout_mask_keeps_the_entries_whose_16_bits_reach_the_threshold(dtype, rate):
+    """Model m's mask is 1 / (1 − q) where the signed 16-bit lanes of its generator's next 64-bit draws are at least
+    round(rate · 2¹⁶) − 2¹⁵, else 0, in ``dtype``: compared here with a comparison on a copy of the generator."""
+    model = BatchedTransformer(TransformerConfig(vocab=5, n_ctx=8, dropout=rate), seeds=[0, 1]).train()
+    copies = [torch.Generator().manual_seed(0) for _ in range(2)]
+    for copy, gen in zip(copies, model.dropout_generators(torch.device("cpu"))):
+        copy.set_state(gen.get_state())
+    drop = round(rate * 2 ** 16)
+    scale = model._dropout_scale((3, 7), dtype, torch.device("cpu"))               # 21 entries: 6 draws a model
+    for m, copy in enumerate(copies):
+        lanes = torch.empty(6, dtype=torch.int64).random_(-2 ** 63, None, generator=copy).view(torch.int16)[:21]
+        expected = (lanes >= drop - 2 ** 15).double() * (1 / (1 - drop / 2 ** 16))      # in float64, then
+        expected = expected.to(dtype if dtype == torch.float64 else torch.float32).to(dtype).view(3, 7)  # as torch rounds
+        assert scale.dtype == dtype and torch.equal(scale[m], expected)
+
+
 def test_ensemble_with_dropout_equals_independent_runs():
     cfg = TransformerConfig(vocab=5, n_ctx=8, d_model=16, n_heads=2, d_mlp=32, dropout=0.2)
     train = _data()

@@ -281,15 +281,18 @@ class BatchedTransformer(nn.Module):
         """Return dropout multipliers (M, *shape): 0 with probability q, else 1 / (1 − q), model m's from its generator.
 
         q is ``config.dropout`` rounded to a multiple of 2⁻¹⁶ (0.1 → 6554 / 65536). Each entry reads 16 bits of the
-        generator's 64-bit integer draws: a quarter of the draws ``torch.rand`` makes, and one comparison.
+        generator's 64-bit integer draws: a quarter of the draws ``torch.rand`` makes; the comparison is a clamp of the
+        entry shifted by the threshold (float passes, not a boolean tensor).
         """
         n, M = math.prod(shape), self.n_models
         drop = min(round(self.config.dropout * 2 ** 16), 2 ** 16 - 1)          # q = drop / 2¹⁶ < 1
         bits = torch.empty(M, -(-n // 4), dtype=torch.int64, device=device)
         for m, gen in enumerate(self.dropout_generators(device)):
             bits[m].random_(-2 ** 63, None, generator=gen)                     # all 64 bits uniform
-        keep = (bits.view(torch.int16) >= drop - 2 ** 15)[:, :n].view(M, *shape)
-        return keep.to(dtype).mul_(1 / (1 - drop / 2 ** 16))
+        exact = dtype if dtype in (torch.float32, torch.float64) else torch.float32   # holds every 16-bit integer
+        entries = bits.view(torch.int16)[:, :n].to(exact)
+        keep = entries.add_(2 ** 15 - drop + 1).clamp_(0, 1)                 # 1 where entry >= drop − 2¹⁵, else 0
+        return keep.mul_(1 / (1 - drop / 2 ** 16)).to(dtype).view(M, *shape)
 
     def weight_matrices(self) -> Tensor:
         """Return every model's matrices (embeddings, attention, MLP, unembedding) flattened: (M, P)."""

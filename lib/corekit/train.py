@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
-from corekit import onelayer
+from corekit import onelayer, postln
 from corekit.models import BatchedTransformer
 
 #: What a checkpoint written by :func:`train_ensemble` holds.
@@ -441,7 +441,8 @@ def train_ensemble(
 
     n_batches = steps_per_epoch(N, batch_size, drop_last)
     model.train()
-    by_hand = onelayer.applies(model, train.y.shape[-1])           # the gradients derived by hand (corekit.onelayer)
+    last = train.y.shape[-1]                                      # the gradients derived by hand, where they apply
+    by_hand = next((m.loss_and_grads for m in (onelayer, postln) if m.applies(model, last)), None)
     bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
                mininterval=1.0)
     if step == 0:
@@ -490,8 +491,8 @@ def train_ensemble(
         opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
         if step in resets:
             opt.reset(resets[step])
-        if by_hand:
-            loss = onelayer.loss_and_grads(model, x, y, loss_outputs)
+        if by_hand is not None:
+            loss = by_hand(model, x, y, loss_outputs)
         else:
             loss = losses(model(x, last=y.shape[-1]), y, loss_outputs)
             model.zero_grad(set_to_none=False)
