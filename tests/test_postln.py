@@ -71,3 +71,20 @@ def test_training_by_hand_equals_training_through_autograd(monkeypatch):
     ({"norm": "none"}, 1, False), ({"bias": False, "qkv_bias": False}, 1, False)])
 def test_applies_to_post_layernorm_models_with_biases_trained_on_the_last_position(change, last, applies):
     assert postln.applies(BatchedTransformer(_config(**change), seeds=[0]), last) is applies
+
+
+def test_each_models_loss_and_gradients_are_its_own_with_dropout():
+    """A stack of three different models gets, model for model, the loss and gradients (and dropout masks) of that
+    model alone."""
+    model = BatchedTransformer(_config(), seeds=[0, 1, 2]).double().train()
+    gen = torch.Generator().manual_seed(3)
+    tokens, y = torch.randint(0, 7, (3, 20, 2), generator=gen), torch.randint(0, 7, (3, 20, 1), generator=gen)
+    stacked = postln.loss_and_grads(model, tokens, y)
+    grads = {name: p.grad.clone() for name, p in model.params.items()}
+    scale = max(g.abs().max().item() for g in grads.values())
+    for m, seed in enumerate([0, 1, 2]):
+        alone = BatchedTransformer(_config(), seeds=[seed]).double().train()
+        loss = postln.loss_and_grads(alone, tokens[m:m + 1], y[m:m + 1])
+        torch.testing.assert_close(loss[0], stacked[m], rtol=1e-12, atol=0)
+        for name, p in alone.params.items():
+            torch.testing.assert_close(p.grad[0], grads[name][m], rtol=1e-10, atol=1e-13 * scale, msg=name)
