@@ -11,7 +11,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -55,7 +55,7 @@
 # The `cpu` profile (`notebooks/params/cpu/02_grokking_cores.yaml`) keeps all of that, the paper's
 # $p = 53$, learning rate and fork at epoch 901 included, and changes only the width: d_model 64 and
 # d_mlp 256 instead of 128 and 512 (a probe of this size groks at epochs 600–800, before the fork, as
-# the paper's model does near 800; the numbers are in the YAML file). It trains for about two hours on
+# the paper's model does near 800; the numbers are in the YAML file). It trains in under an hour on
 # two cores and checkpoints its training (`checkpoint_dir`), so an interrupted run resumes. The quick
 # defaults (a narrow pre-LayerNorm model with the $[a, b, =]$ input and full-batch steps) only check
 # that every cell runs and every claim is computed within CI minutes; they fork before grokking by
