@@ -208,6 +208,8 @@ def test_each_page_opens_with_its_run_record(book, published):
     record = fresh[fresh.index("Published run"):]
     assert record.index("profile cpu") < record.index("A stand-in notebook"), "the record does not open the page"
     assert f"threads {metrics['environment']['threads']}" in record
+    assert f"values repeat to the last digit on the same machine and software with -p cpu_threads " \
+           f"{metrics['environment']['threads']}" in record, "the page does not say how to repeat its values"
     assert "may be out of date" not in fresh
     assert "may be out of date" in stale and f"corekit run {STALE} --profile quick --publish" in stale
 

@@ -353,8 +353,8 @@ SOURCES = "book/sources"
 
 
 def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
-    """Return the lines that say how to reproduce the page: the command, what it took, the source to download, and
-    folded, the values the run used (a table)."""
+    """Return the lines that say how to reproduce the page: the command, what it took, the source to download, where
+    its values repeat to the last digit, and folded, the values the run used (a table)."""
     env = metrics.get("environment") or {}
     command = run_command(nb.name, metrics)
     n = env.get("threads")
@@ -362,8 +362,11 @@ def reproduce_markdown(nb: Notebook, metrics: dict) -> str:
     took = f"this run took {duration(metrics.get('runtime_s'))} on {env.get('device') or 'a device not recorded'}{threads}"
     values = metrics.get("parameters") or {}
     rows = ["| parameter | value |", "|---|---|"] + [f"| `{k}` | {cell(v)} |" for k, v in values.items()]
+    same = f" with `-p cpu_threads {n}`" if n else ""
+    repeat = (f"This run's values repeat to the last digit on the same machine and software{same}; on other hardware "
+              "float32 sums run in another order, which training amplifies: compare verdicts there, not digits.")
     return "\n".join([f"**Reproduce this page**: `{command}` ({took}); the notebook's source: "
-                      f"{{download}}`{nb.name}.py <../{SOURCES}/{nb.name}.py>`.", "",
+                      f"{{download}}`{nb.name}.py <../{SOURCES}/{nb.name}.py>`. {repeat}", "",
                       ":::{dropdown} The values this run used", ":class-body: corekit-scroll-box", "", *rows, ":::"])
 
 
