@@ -11,7 +11,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -98,6 +98,7 @@ executor: str = "local"  # one of: local, ray
 ray_address: str = ""  # with executor ray: empty starts Ray on this machine; "auto" joins the cluster `ray start --head` began; or host:port
 checkpoint_dir: str = ""  # path; empty: no checkpoints
 checkpoint_every: int = 1000  # range: [1, inf); steps between a shard's checkpoints
+shard_records: str = ""  # path; empty: none; else a folder of finished shards' records (scripts/train-shards.py), re-read instead of trained again
 max_models_per_shard: int = 0  # range: [0, inf); 0: no limit; smaller shards spread a sweep over more GPUs
 data_seed: int = 0  # range: [0, inf)
 device: str = "auto"
@@ -105,33 +106,20 @@ cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are fr
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
 
 # %%
-import dataclasses
-
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
 from corekit import scaling
 from corekit.chapters import grokking_scaling_law
-from corekit.chapters.grokking_scaling_law import (SweepSettings, draw_tau_panel, fit_sweeps, grid, results_table,
-                                                  run_both_sweeps, run_sweep)
-from corekit.models import TransformerConfig
+from corekit.chapters.grokking_scaling_law import draw_tau_panel, fit_sweeps, results_table
 from corekit.plots import panel_grid
 from corekit.runs.session import setup
 from corekit.tables import table
-from corekit.tasks.modular import modular_addition
-from corekit.train import steps_per_epoch
 
 claims, figures, dev = setup("03_grokking_scaling_law", globals())
-omega_train_pairs = len(modular_addition(omega_p, train_frac, seed=data_seed).train_idx)
-omega_epoch_steps = steps_per_epoch(omega_train_pairs, omega_batch_size, drop_last)
-sweep_model = TransformerConfig(vocab=1, n_ctx=1, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, n_layers=1,
-                                norm=norm, dropout=dropout, causal=causal, qkv_bias=qkv_bias, init=init,
-                                embedding_dropout=embedding_dropout)  # vocab, n_ctx: per p
-p_settings = SweepSettings(model=sweep_model, equals_token=equals_token, drop_last=drop_last, lr=lr, betas=tuple(betas),
-                           train_frac=train_frac, data_seed=data_seed, max_steps=p_max_epochs, margin=margin,
-                           eval_every=eval_every)
-omega_settings = dataclasses.replace(p_settings, max_steps=omega_max_epochs * omega_epoch_steps)
+plan = grokking_scaling_law.sweep_plan(globals())      # each sweep's runs (p, ω, seed) and settings, and the probe's
+p_settings, omega_settings = plan.p_settings, plan.omega_settings
 
 # %% [markdown]
 # ## Running both sweeps
@@ -140,14 +128,14 @@ omega_settings = dataclasses.replace(p_settings, max_steps=omega_max_epochs * om
 # the same batch size and step budget) is trained once and used in both.
 
 # %%
-p_specs = grid(p_values, [sweep_weight_decay], seeds)
-omega_specs = grid([omega_p], weight_decays, seeds, batch_size=omega_batch_size)
 run_options = dict(executor=executor, ray_address=ray_address or None, device=str(dev), max_models=max_models_per_shard or None,
-                   checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every)
-p_runs, omega_runs, results = run_both_sweeps(p_specs, omega_specs, p_settings, omega_settings, **run_options)
-probe_specs = grid(probe_p_values, [sweep_weight_decay], probe_seeds)
-probe_runs = (run_sweep(probe_specs, dataclasses.replace(p_settings, lr=probe_lr), **run_options) if probe_lr != lr
-              else [r for r in p_runs if r.p in probe_p_values and r.seed in probe_seeds])
+                   checkpoint_dir=checkpoint_dir or None, checkpoint_every=checkpoint_every, records=shard_records or None)
+p_runs, omega_runs, results, probe_runs = grokking_scaling_law.run_plan(plan, **run_options)
+if shard_records:
+    trained = grokking_scaling_law.records_summary(plan, shard_records, max_models_per_shard or None)
+    claims.record_training(**trained)
+    print(f"{trained['re_read']} of {trained['shards']} shards re-read from their records: {trained['training_s']:,.0f} s "
+          f"of training in {trained['segments']} segment(s), at commit(s) {', '.join(trained['commits']) or '-'}")
 censored = [r for r in results if r.censored]
 rows = results_table(results)
 print(f"{len(results)} runs, {len(censored)} censored (no grokking within the step budget: "

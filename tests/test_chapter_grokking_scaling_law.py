@@ -3,6 +3,7 @@ and the claims decided on hand-made sweeps (every rule that does not pass, and o
 
 import dataclasses
 import functools
+import json
 import os
 import re
 import signal
@@ -570,3 +571,66 @@ def test_the_comparison_of_the_laws_fails_passes_without_power_or_cannot_reject_
                      "data drawn from the fitted log law itself give a difference of at least")
     assert claim.measured > 0
     _verdict(_findings("two moduli"), "log_law_vs_power_law_aic", "undecided", "a law of two parameters fits two points")
+
+
+def test_a_causal_and_an_unmasked_one_layer_block_compute_the_same_last_position_and_its_gradients():
+    """03's paper profile is causal (the authors' grok_sweep.py passes a causal src_mask); read and trained at the
+    last position, one layer computes the same function either way, by autograd and by corekit.postln alike."""
+    from corekit import postln
+    from corekit.train import losses
+    settings = {causal: dataclasses.replace(TINY, model=dataclasses.replace(
+        TINY.model, norm="post", dropout=0.1, causal=causal, qkv_bias=True, init="torch"), equals_token=False)
+        for causal in (True, False)}
+    models = {c: shard_problem(grid([7], [1.0], [0, 1]), s, device="cpu") for c, s in settings.items()}
+    (masked, train, _), (unmasked, _, _) = models[True], models[False]
+    assert masked.config.causal and not unmasked.config.causal
+    unmasked.load_state_dict(masked.state_dict())
+    for m in (masked, unmasked):
+        m.eval()
+    torch.testing.assert_close(masked(train.x, last=1), unmasked(train.x, last=1), rtol=1e-6, atol=1e-7)
+    masks = masked.dropout_state()                         # every forward below draws the same dropout masks
+    grads = {}
+    for name, m in (("masked", masked), ("unmasked", unmasked)):
+        m.train()
+        for way in ("autograd", "postln"):
+            m.load_dropout_state(masks)
+            m.zero_grad(set_to_none=False)
+            if way == "autograd":
+                losses(m(train.x, last=1), train.y).sum().backward()
+            else:
+                postln.loss_and_grads(m, train.x, train.y)
+            grads[name, way] = {k: v.grad.clone() for k, v in m.named_parameters()}
+    for way in ("autograd", "postln"):
+        for k, g in grads["masked", way].items():
+            torch.testing.assert_close(grads["unmasked", way][k], g, rtol=1e-5, atol=1e-6, msg=f"{way} {k}")
+    for k in grads["masked", "autograd"]:                   # and the two ways agree with each other
+        torch.testing.assert_close(grads["masked", "postln"][k], grads["masked", "autograd"][k], rtol=1e-4, atol=1e-5)
+
+
+def test_a_finished_shards_record_is_re_read_instead_of_trained_and_only_for_its_own_key(tmp_path, monkeypatch):
+    from corekit import shard_records
+    from corekit.chapters import grokking_scaling_law as chapter
+    specs = grid([5], [0.5, 2.0], [0, 1])
+    trained = chapter.run_shard(specs, TINY, "cpu", str(tmp_path / "ckpt"), progress=False, record_to=str(tmp_path))
+    (record,) = tmp_path.glob("p5_b0_*.json")
+    saved = json.loads(record.read_text())
+    assert saved["runtime_s"] > 0 and saved["segments"] == 1 and saved["run"]["torch"] == torch.__version__
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a shard with a record was trained again")
+    monkeypatch.setattr(chapter, "train_ensemble", no_training)
+    again = run_sweep(specs, TINY, device="cpu", progress=False, records=str(tmp_path))
+    assert _records(again) == _records(trained)
+    other = dataclasses.replace(TINY, lr=2e-2)                              # another key: not this record
+    assert chapter.read_records([specs], other, str(tmp_path)) == {}
+    with pytest.raises(FileExistsError, match="not this shard's record"):
+        shard_records.write(tmp_path, record.stem, "another-key", {}, runtime_s=1.0)
+
+
+def test_a_runs_curves_keep_their_crossings_when_thinned():
+    from corekit.chapters.grokking_scaling_law import _thin
+    steps = list(range(0, 5000))
+    curve = [float(s >= 3217) for s in steps]
+    kept, (thin,) = _thin(steps, [curve], (3217, None), n=50)
+    assert len(kept) <= 52 and kept[0] == 0 and kept[-1] == 4999 and {3216, 3217} <= set(kept)
+    assert thin[kept.index(3217)] == 1.0 and thin[kept.index(3216)] == 0.0

@@ -291,12 +291,261 @@ def _loader_draws(epoch: int, eval_every: int | None) -> int:
     return 2 + (3 if eval_every and epoch % eval_every == 0 else 0)
 
 
-def _run_key(model: BatchedTransformer, train: Dataset, **settings) -> str:
-    """Return a hash identifying a run (model, data, settings; not the step budget)."""
-    h = hashlib.sha256(json.dumps({"config": model.config.as_dict(), "seeds": model.seeds, **settings},
-                                  sort_keys=True, default=str).encode())
-    h.update(train.x.cpu().numpy().tobytes())
-    h.update(train.y.cpu().numpy().tobytes())
+#: The version of the checkpoint format :func:`train_ensemble` writes; a checkpoint of another version is retrained.
+CHECKPOINT_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What :func:`train_ensemble` does with an ensemble: the step budget, the optimizer, the batch order,
+    the evaluation schedule, checkpoints and the callbacks (see :func:`train_ensemble` for each)."""
+
+    steps: int
+    batch_size: int | None = None
+    lr: float | Sequence[float] = 1e-3
+    weight_decay: float | Sequence[float] | dict[int, float | Sequence[float]] = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    optimizer_reset: dict[int, bool | Sequence[bool]] | None = None
+    drop_last: bool = True
+    batch_order: str = "seeded"
+    loader_eval_every: int | None = None
+    loss_outputs: int | None = None
+    eval_every: int | None = 100
+    eval_steps: Sequence[int] = ()
+    eval_train_size: int = 2048
+    snapshot_steps: Sequence[int] = ()
+    checkpoint_dir: str | os.PathLike | None = None
+    checkpoint_every: int = 1000
+    stop: Callable[[History], bool] | None = None
+    dense_eval: Callable[[History], bool] | None = None
+    progress: bool = True
+
+    def check(self, n_examples: int, out_vocab: int | None) -> None:
+        """Raise ValueError naming the option when a value cannot be trained with (``n_examples`` training pairs)."""
+        batch_size = n_examples if self.batch_size is None else self.batch_size
+        if self.batch_order not in BATCH_ORDERS:
+            raise ValueError(f"batch_order must be one of {BATCH_ORDERS}, got {self.batch_order!r}")
+        lo = self.loss_outputs
+        if lo is not None and not (isinstance(lo, int) and 1 <= lo <= (out_vocab or lo)):
+            raise ValueError(f"loss_outputs must be an integer in 1..{out_vocab} (the model's outputs), got {lo!r}")
+        le = self.loader_eval_every
+        if le is not None and (self.batch_order != "loader" or not isinstance(le, int) or le < 1):
+            raise ValueError(f'loader_eval_every must be a positive integer, with batch_order="loader"; got '
+                             f"{le!r} with batch_order={self.batch_order!r}")
+        if (self.steps < 0 or batch_size < 1 or (self.eval_every is not None and self.eval_every < 1)
+                or self.checkpoint_every < 1):
+            raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 (or None) and checkpoint_every >= 1 "
+                             f"required; got steps={self.steps}, batch_size={batch_size}, "
+                             f"eval_every={self.eval_every}, checkpoint_every={self.checkpoint_every}")
+        if self.dense_eval is not None and self.eval_every is None:
+            raise ValueError("dense_eval needs a periodic evaluation: eval_every must be a positive integer, got None")
+        if self.dense_eval is not None and self.checkpoint_every % self.eval_every:
+            raise ValueError(f"with dense_eval, checkpoint_every ({self.checkpoint_every}) must be a multiple of "
+                             f"eval_every ({self.eval_every}): a checkpoint is then never inside a window that may "
+                             f"be retraced")
+
+
+@dataclass
+class TrainState:
+    """Everything a run carries from one step to the next: the step count, the model, its optimizer, the
+    history, and where the batch order stands (the epoch's batches, the loader generators, the epoch's losses)."""
+
+    model: BatchedTransformer
+    opt: BatchedAdamW
+    history: History = field(default_factory=History)
+    step: int = 0
+    batches: list[Tensor] | None = None          # this epoch's (M, batch) index tensors
+    loader_gens: list[torch.Generator] | None = None
+    epoch_losses: list[Tensor] = field(default_factory=list)
+
+    def copy(self) -> dict:
+        """Return a copy of the state that :meth:`restore` returns to (parameters, optimizer, dropout, batch order)."""
+        return {"step": self.step, "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+                "opt": {k: [t.clone() for t in v] if isinstance(v, list) else v.clone()
+                        for k, v in self.opt.state_dict().items()},
+                "dropout": self.model.dropout_state(), "batches": self.batches,
+                "epoch_losses": list(self.epoch_losses),
+                "loaders": None if self.loader_gens is None else [g.get_state() for g in self.loader_gens],
+                "history": {k: len(v) for k, v in vars(self.history).items() if isinstance(v, list)},
+                "snapshots": set(self.history.snapshots)}
+
+    def restore(self, saved: dict) -> None:
+        """Return the run to a :meth:`copy`, dropping the history recorded since."""
+        self.step, self.batches, self.epoch_losses = saved["step"], saved["batches"], list(saved["epoch_losses"])
+        self.model.load_state_dict(saved["model"])
+        self.opt.load_state_dict(saved["opt"])
+        self.model.load_dropout_state(saved["dropout"])
+        if saved["loaders"] is None:
+            self.loader_gens = None
+        else:
+            for g, gen_state in zip(self.loader_gens, saved["loaders"]):
+                g.set_state(gen_state)
+        for name, length in saved["history"].items():
+            del getattr(self.history, name)[length:]
+        for snap in set(self.history.snapshots) - saved["snapshots"]:
+            del self.history.snapshots[snap]
+
+
+class Batches:
+    """The batch order of a run: each model's batch (M, batch_size) at a step, and each epoch's mean loss."""
+
+    def __init__(self, train: Dataset, o: TrainOptions, seeds: Sequence[int], batch_size: int):
+        self.train, self.o, self.seeds, self.batch_size = train, o, list(seeds), batch_size
+        self.full = batch_size == len(train)
+        self.n_batches = steps_per_epoch(len(train), batch_size, o.drop_last)
+
+    def at(self, s: TrainState) -> tuple[Tensor, Tensor]:
+        """Return the inputs and targets of step ``s.step``: (N, T), (N, T_y) full batch, else (M, B, T), (M, B, T_y)."""
+        if self.full:                                             # full batch: every model sees (N, T)
+            return self.train.x, self.train.y
+        epoch, within = divmod(s.step, self.n_batches)
+        if s.batches is None or within == 0:
+            s.batches = [torch.stack(b) for b in zip(*self._epoch(s, epoch))]
+            if within != 0:                                       # a resumed run entered this epoch part-way
+                s.epoch_losses = [torch.full((len(self.seeds),), float("nan"), device=self.train.x.device)]
+        idx = s.batches[within]                                   # (M, batch_size)
+        return self.train.x[idx], self.train.y[idx]
+
+    def _epoch(self, s: TrainState, epoch: int) -> list[list[Tensor]]:
+        """Return each model's batches of ``epoch``, in the run's batch order."""
+        n, device, o = len(self.train), self.train.x.device, self.o
+        if o.batch_order != "loader":
+            return [_batch_indices(seed, epoch, n, self.batch_size, device, o.drop_last) for seed in self.seeds]
+        if s.loader_gens is None:                                 # a resumed run replays the epochs before
+            s.loader_gens = s.model.init_generators()
+            for e in range(epoch):
+                for g in s.loader_gens:
+                    for _ in range(_loader_draws(e, o.loader_eval_every)):
+                        _draw(g)
+        elif epoch > 0 and _loader_draws(epoch - 1, o.loader_eval_every) > 2:
+            for g in s.loader_gens:                               # the logging passes after the last epoch
+                for _ in range(3):
+                    _draw(g)
+        return [_loader_batches(g, n, self.batch_size, device, o.drop_last) for g in s.loader_gens]
+
+    def after_step(self, s: TrainState, loss: Tensor) -> None:
+        """Add the step's loss (M,) to its epoch's, closing the epoch's mean at its last batch (mini-batch runs)."""
+        if self.full:
+            return
+        s.epoch_losses.append(loss.detach())
+        if s.step % self.n_batches == 0:
+            s.history.epoch_train_loss.append(torch.stack(s.epoch_losses).mean(0).tolist())
+            s.epoch_losses = []
+
+
+class Evaluation:
+    """The evaluation schedule: when to record, and the record (losses, accuracies and snapshots at a step)."""
+
+    def __init__(self, o: TrainOptions, train: Dataset, test: Dataset | None):
+        self.o, self.test = o, test
+        self.train_eval = Dataset(train.x[:o.eval_train_size], train.y[:o.eval_train_size])
+        self.snapshot_steps, self.eval_steps = set(map(int, o.snapshot_steps)), set(map(int, o.eval_steps))
+
+    def due(self, step: int, dense: bool) -> bool:
+        """Return whether the run evaluates after ``step`` steps."""
+        periodic = self.o.eval_every is not None and step % self.o.eval_every == 0
+        return periodic or step == self.o.steps or step in self.snapshot_steps or step in self.eval_steps or dense
+
+    def record(self, s: TrainState) -> None:
+        """Append the evaluation at ``s.step`` to the history (and the parameters, at a snapshot step)."""
+        s.history.steps.append(s.step)
+        for name, data in (("train", self.train_eval), ("test", self.test)):
+            if data is None:
+                continue
+            loss, acc = evaluate(s.model, data, n_outputs=self.o.loss_outputs)
+            getattr(s.history, f"{name}_loss").append(loss.tolist())
+            getattr(s.history, f"{name}_acc").append(acc.tolist())
+        if s.step in self.snapshot_steps:
+            s.history.snapshots[s.step] = {k: v.detach().cpu().clone() for k, v in s.model.state_dict().items()}
+
+
+class DenseWindow:
+    """The ``dense_eval`` callback: evaluate at every step while the rule asks, retracing the coarse window before.
+
+    It keeps a copy of the training state at the last sparse evaluation; when the rule turns True at a sparse
+    evaluation, :meth:`after_record` returns the run to that copy (the same numbers follow) and evaluates every
+    step from there up to the step it turned True at.
+    """
+
+    def __init__(self, rule: Callable[[History], bool], s: TrainState):
+        self.rule, self.until = rule, 0
+        self.dense = rule(s.history)
+        self.window = None if self.dense else s.copy()
+
+    def after_record(self, s: TrainState) -> bool:
+        """Return True when the run was sent back to the window's start (the caller skips the rest of the step)."""
+        was_dense, self.dense = self.dense, self.rule(s.history) or s.step < self.until
+        if self.dense and not was_dense and s.step - self.window["step"] > 1:
+            self.until = s.step
+            s.restore(self.window)
+            return True
+        if not self.dense:
+            self.window = s.copy()
+        return False
+
+
+class Checkpoints:
+    """The checkpoint callback: the run's state saved under ``checkpoint_dir`` and read back by a run of the same key."""
+
+    def __init__(self, folder: str | os.PathLike, key: str, every: int, steps: int):
+        self.path, self.key, self.every, self.steps = Path(folder).expanduser().resolve() / "last.pt", key, every, steps
+
+    def resume(self, s: TrainState, progress: bool) -> None:
+        """Restore ``s`` from the checkpoint of this run, if there is one; any other file is named and trained over."""
+        saved = load_checkpoint(self.path, next(s.model.parameters()).device)
+        if saved is None:
+            return
+        why = ("another run's (its model, data or training settings differ)" if saved["key"] != self.key
+               else f"past this run's {self.steps:,} steps (at step {saved['step']:,})" if saved["step"] > self.steps
+               else None)
+        if why is None:
+            fresh = {k: v.detach().clone() for k, v in s.model.state_dict().items()}
+            try:
+                s.model.load_state_dict(saved["model"])
+                s.opt.load_state_dict(saved["opt"])
+                s.model.load_dropout_state(saved["dropout"])
+                s.history, s.step = History(**saved["history"]), saved["step"]
+            except Exception as err:   # a checkpoint whose tensors do not fit this run: named, then trained over
+                s.model.load_state_dict(fresh)
+                s.opt = BatchedAdamW(s.opt.params, s.opt.lr, s.opt.weight_decay, betas=s.opt.betas,
+                                     fused=s.opt.fused)
+                s.history, s.step = History(), 0
+                why = f"unreadable ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]})"
+        if why is not None:
+            warnings.warn(f"checkpoint {self.path} is {why}; training from step 0", stacklevel=4)
+        elif progress:
+            print(f"training resumed from its checkpoint at step {s.step:,} of {self.steps:,}", flush=True)
+
+    def due(self, step: int, stopped: bool) -> bool:
+        """Return whether the run saves its state after ``step`` steps."""
+        return step % self.every == 0 or step == self.steps or stopped
+
+    def save(self, s: TrainState) -> None:
+        """Write the run's state atomically (a temporary file renamed over the last checkpoint)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        torch.save({"key": self.key, "format": CHECKPOINT_FORMAT, "step": s.step, "model": s.model.state_dict(),
+                    "opt": s.opt.state_dict(), "history": vars(s.history), "dropout": s.model.dropout_state()}, tmp)
+        os.replace(tmp, self.path)
+
+
+def run_key(model: BatchedTransformer, train: Dataset, test: Dataset | None, o: TrainOptions, batch_size: int) -> str:
+    """Return a hash of everything that shapes a run's saved state: the model, the data, the settings, the evaluation
+    and snapshot schedules and the checkpoint format (not the step budget, the callbacks' code or ``progress``)."""
+    M = model.n_models
+    settings = {"format": CHECKPOINT_FORMAT, "config": model.config.as_dict(), "seeds": model.seeds,
+                "batch_size": batch_size, "lr": _per_model(o.lr, M, "lr", torch.device("cpu")).tolist(),
+                "betas": list(o.betas), "eval_every": o.eval_every,
+                "wd": [(k, v.tolist()) for k, v in _weight_decay_schedule(o.weight_decay, M, torch.device("cpu"))],
+                "resets": [(k, v.tolist()) for k, v in sorted(_reset_schedule(o.optimizer_reset, M).items())],
+                "drop_last": o.drop_last, "batch_order": o.batch_order, "loader_eval_every": o.loader_eval_every,
+                "loss_outputs": o.loss_outputs, "dense_eval": o.dense_eval is not None,
+                "eval_steps": sorted(set(map(int, o.eval_steps))), "eval_train_size": min(o.eval_train_size, len(train)),
+                "snapshot_steps": sorted(set(map(int, o.snapshot_steps)))}
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for data in (train,) + ((test,) if test is not None else ()):
+        h.update(data.x.cpu().numpy().tobytes())
+        h.update(data.y.cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -304,7 +553,8 @@ def load_checkpoint(path: Path, device: torch.device) -> dict | None:
     """Return the checkpoint at ``path`` (tensors and plain values only), or None if absent or unreadable.
 
     Loaded with ``weights_only=True``, so a file in a shared folder cannot run code; an unreadable
-    (truncated, corrupt or foreign) file is named in a warning and the run starts from step 0.
+    (truncated, corrupt, foreign or of another format version) file is named in a warning and the run
+    starts from step 0.
     """
     if not path.exists():
         return None
@@ -312,6 +562,8 @@ def load_checkpoint(path: Path, device: torch.device) -> dict | None:
         state = torch.load(path, map_location=device, weights_only=True)
         if not (isinstance(state, dict) and CHECKPOINT_KEYS <= state.keys()):
             raise ValueError("not a checkpoint written by corekit.train")
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"format {state.get('format', 1)}, this version reads format {CHECKPOINT_FORMAT}")
     except Exception as err:  # torch.load raises many types (RuntimeError, EOFError, UnpicklingError, ...)
         reason = (str(err).strip().splitlines() or [""])[0]
         warnings.warn(f"checkpoint {path} is unreadable ({type(err).__name__}: {reason}); training from step 0",
@@ -320,36 +572,13 @@ def load_checkpoint(path: Path, device: torch.device) -> dict | None:
     return state
 
 
-def train_ensemble(
-    model: BatchedTransformer,
-    train: Dataset,
-    test: Dataset | None = None,
-    *,
-    steps: int,
-    batch_size: int | None = None,
-    lr: float | Sequence[float] = 1e-3,
-    weight_decay: float | Sequence[float] | dict[int, float | Sequence[float]] = 0.0,
-    betas: tuple[float, float] = (0.9, 0.999),
-    optimizer_reset: dict[int, bool | Sequence[bool]] | None = None,
-    drop_last: bool = True,
-    batch_order: str = "seeded",
-    loader_eval_every: int | None = None,
-    loss_outputs: int | None = None,
-    eval_every: int | None = 100,
-    eval_steps: Sequence[int] = (),
-    eval_train_size: int = 2048,
-    snapshot_steps: Sequence[int] = (),
-    checkpoint_dir: str | os.PathLike | None = None,
-    checkpoint_every: int = 1000,
-    stop: Callable[[History], bool] | None = None,
-    dense_eval: Callable[[History], bool] | None = None,
-    progress: bool = True,
-) -> History:
+def train_ensemble(model: BatchedTransformer, train: Dataset, test: Dataset | None = None,
+                   options: TrainOptions | None = None, **kwargs) -> History:
     """Return the training history of all M models trained together for ``steps`` optimizer steps.
 
-    ``batch_size=None`` trains full batch; an epoch draws n // batch_size batches, or with ``drop_last=False``
-    also the shorter remainder (as a ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change
-    during training:
+    The options are a :class:`TrainOptions` or its fields as keywords. ``batch_size=None`` trains full batch; an
+    epoch draws n // batch_size batches, or with ``drop_last=False`` also the shorter remainder (as a
+    ``torch.utils.data.DataLoader`` does by default). ``weight_decay`` may change during training:
     ``{0: 1.0, 900: [1.0, 0.0]}`` forks a weight-decay-0 branch (model 1) at step 900. Training metrics are measured on
     the first ``eval_train_size`` training examples, test metrics on the whole test set. ``batch_order="seeded"``
     draws model m's epoch e from (seed, e) alone; ``"loader"`` draws it as ``DataLoader(shuffle=True)`` would in a
@@ -364,179 +593,64 @@ def train_ensemble(
     forked at that step starts a new optimizer.
     With ``checkpoint_dir`` (made absolute against the current folder) the run saves its state,
     dropout generators included, every ``checkpoint_every`` steps and, when called again with the same
-    model, data and settings, resumes from the last checkpoint and ends with the same numbers. ``stop(history)``,
-    asked after every evaluation, ends the run early when it returns True. ``dense_eval(history)``, asked after
-    every evaluation, evaluates at every step while it returns True; when it turns True at an evaluation made
-    every ``eval_every`` steps, the run first goes back to the previous evaluation (a copy of the whole training
-    state is kept there) and retraces those steps, the same numbers, evaluating at each, so a crossing inside
-    that window is found at its step (``checkpoint_every`` must then be a multiple of ``eval_every``).
+    model, data and settings (:func:`run_key`), resumes from the last checkpoint and ends with the same numbers;
+    a checkpoint of another run, of another format or that cannot be read is named in a warning and trained over.
+    ``stop(history)``, asked after every evaluation, ends the run early when it returns True. ``dense_eval(history)``,
+    asked after every evaluation, evaluates at every step while it returns True (:class:`DenseWindow`: a crossing
+    inside a coarse window is found at its step; ``checkpoint_every`` must then be a multiple of ``eval_every``).
     """
+    o = options if options is not None else TrainOptions(**kwargs)
+    if options is not None and kwargs:
+        raise TypeError("pass the options either as a TrainOptions or as keywords, not both")
     device = next(model.parameters()).device
     M, N = model.n_models, len(train)
-    if batch_size is None or batch_size >= N:
-        batch_size = N
-    if batch_order not in BATCH_ORDERS:
-        raise ValueError(f"batch_order must be one of {BATCH_ORDERS}, got {batch_order!r}")
-    out_vocab = getattr(model.config, "out_vocab", None)
-    if loss_outputs is not None and not (isinstance(loss_outputs, int) and 1 <= loss_outputs <= (out_vocab or loss_outputs)):
-        raise ValueError(f"loss_outputs must be an integer in 1..{out_vocab} (the model's outputs), got {loss_outputs!r}")
-    if loader_eval_every is not None and (batch_order != "loader" or not isinstance(loader_eval_every, int)
-                                          or loader_eval_every < 1):
-        raise ValueError(f'loader_eval_every must be a positive integer, with batch_order="loader"; got '
-                         f"{loader_eval_every!r} with batch_order={batch_order!r}")
-    if steps < 0 or batch_size < 1 or (eval_every is not None and eval_every < 1) or checkpoint_every < 1:
-        raise ValueError(f"steps >= 0, batch_size >= 1, eval_every >= 1 (or None) and checkpoint_every >= 1 required; "
-                         f"got steps={steps}, batch_size={batch_size}, eval_every={eval_every}, "
-                         f"checkpoint_every={checkpoint_every}")
-    if dense_eval is not None and eval_every is None:
-        raise ValueError("dense_eval needs a periodic evaluation: eval_every must be a positive integer, got None")
-    if dense_eval is not None and checkpoint_every % eval_every:
-        raise ValueError(f"with dense_eval, checkpoint_every ({checkpoint_every}) must be a multiple of eval_every "
-                         f"({eval_every}): a checkpoint is then never inside a window that may be retraced")
+    o.check(N, getattr(model.config, "out_vocab", None))
+    batch_size = N if o.batch_size is None or o.batch_size >= N else o.batch_size
+    key = run_key(model, train, test, o, batch_size)
     train, test = train.to(device), (test.to(device) if test is not None else None)
-    train_eval = Dataset(train.x[:eval_train_size], train.y[:eval_train_size])
-    wd_schedule = _weight_decay_schedule(weight_decay, M, device)
-    opt = BatchedAdamW(list(model.parameters()), _per_model(lr, M, "lr", device), wd_schedule[0][1], betas=betas)
-    resets = _reset_schedule(optimizer_reset, M)
-    history, step = History(), 0
-    snapshot_steps = set(int(s) for s in snapshot_steps)
-    eval_steps = set(int(s) for s in eval_steps)
-
-    ckpt = Path(checkpoint_dir).expanduser().resolve() / "last.pt" if checkpoint_dir is not None else None
-    key = _run_key(model, train, batch_size=batch_size, lr=opt.lr.tolist(), betas=betas, eval_every=eval_every,
-                   wd=[(k, v.tolist()) for k, v in wd_schedule],
-                   **({"resets": [(k, v.tolist()) for k, v in sorted(resets.items())]} if resets else {}),
-                   **({"drop_last": False} if not drop_last else {}),
-                   **({"batch_order": batch_order, "loader_eval_every": loader_eval_every}
-                      if batch_order != "seeded" else {}),
-                   **({"loss_outputs": loss_outputs} if loss_outputs is not None else {}),
-                   **({"dense_eval": True} if dense_eval is not None else {}),
-                   **({"eval_steps": sorted(eval_steps)} if eval_steps else {}))
-    state = load_checkpoint(ckpt, device) if ckpt is not None else None
-    if state is not None and state["key"] == key and state["step"] <= steps:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        model.load_dropout_state(state["dropout"])
-        history, step = History(**state["history"]), state["step"]
-        if progress:
-            print(f"training resumed from its checkpoint at step {step:,} of {steps:,}", flush=True)
-
-    def save_checkpoint() -> None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ckpt.with_suffix(".tmp")
-        torch.save({"key": key, "step": step, "model": model.state_dict(), "opt": opt.state_dict(),
-                    "history": vars(history), "dropout": model.dropout_state()}, tmp)
-        os.replace(tmp, ckpt)
-
-    def record() -> None:
-        history.steps.append(step)
-        for name, data in (("train", train_eval), ("test", test)):
-            if data is None:
-                continue
-            loss, acc = evaluate(model, data, n_outputs=loss_outputs)
-            getattr(history, f"{name}_loss").append(loss.tolist())
-            getattr(history, f"{name}_acc").append(acc.tolist())
-        if step in snapshot_steps:
-            history.snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-
-    n_batches = steps_per_epoch(N, batch_size, drop_last)
+    wd_schedule, resets = _weight_decay_schedule(o.weight_decay, M, device), _reset_schedule(o.optimizer_reset, M)
+    s = TrainState(model, BatchedAdamW(list(model.parameters()), _per_model(o.lr, M, "lr", device), wd_schedule[0][1],
+                                       betas=o.betas))
+    checkpoints = None if o.checkpoint_dir is None else Checkpoints(o.checkpoint_dir, key, o.checkpoint_every, o.steps)
+    if checkpoints is not None:
+        checkpoints.resume(s, o.progress)
+    batches, evaluation = Batches(train, o, model.seeds, batch_size), Evaluation(o, train, test)
     model.train()
     last = train.y.shape[-1]                                      # the gradients derived by hand, where they apply
     by_hand = next((m.loss_and_grads for m in (onelayer, postln) if m.applies(model, last)), None)
-    bar = tqdm(total=steps, initial=step, desc=f"training {M} model(s)", disable=not progress,
-               mininterval=1.0)
-    if step == 0:
-        record()
-    stopped = stop is not None and stop(history)
-    batches, loader_gens, epoch_losses = None, None, []
-    dense = dense_eval is not None and dense_eval(history)
-    window, dense_until = None, 0                                # the training state at the last sparse evaluation
-
-    def keep_window() -> dict:
-        return {"step": step, "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                "opt": {k: [t.clone() for t in v] if isinstance(v, list) else v.clone()
-                        for k, v in opt.state_dict().items()},
-                "dropout": model.dropout_state(), "batches": batches, "epoch_losses": list(epoch_losses),
-                "loaders": None if loader_gens is None else [g.get_state() for g in loader_gens],
-                "history": {k: len(v) for k, v in vars(history).items() if isinstance(v, list)},
-                "snapshots": set(history.snapshots)}
-
-    if dense_eval is not None and not dense:
-        window = keep_window()
-    while step < steps and not stopped:
-        if batch_size == N:                                      # full batch: every model sees (N, T)
-            x, y = train.x, train.y
-        else:
-            epoch, within = divmod(step, n_batches)
-            if batches is None or within == 0:
-                if batch_order == "loader":
-                    if loader_gens is None:                      # a resumed run replays the epochs before
-                        loader_gens = model.init_generators()
-                        for e in range(epoch):
-                            for g in loader_gens:
-                                for _ in range(_loader_draws(e, loader_eval_every)):
-                                    _draw(g)
-                    elif epoch > 0 and _loader_draws(epoch - 1, loader_eval_every) > 2:
-                        for g in loader_gens:                    # the logging passes after the last epoch
-                            for _ in range(3):
-                                _draw(g)
-                    per_model = [_loader_batches(g, N, batch_size, device, drop_last) for g in loader_gens]
-                else:
-                    per_model = [_batch_indices(s, epoch, N, batch_size, device, drop_last) for s in model.seeds]
-                batches = [torch.stack(b) for b in zip(*per_model)]
-                if within != 0:
-                    epoch_losses = [torch.full((M,), float("nan"), device=device)]
-            idx = batches[within]                                # (M, batch_size)
-            x, y = train.x[idx], train.y[idx]
-        opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if step >= first)
-        if step in resets:
-            opt.reset(resets[step])
+    bar = tqdm(total=o.steps, initial=s.step, desc=f"training {M} model(s)", disable=not o.progress, mininterval=1.0)
+    if s.step == 0:
+        evaluation.record(s)
+    stopped = o.stop is not None and o.stop(s.history)
+    dense = DenseWindow(o.dense_eval, s) if o.dense_eval is not None else None
+    while s.step < o.steps and not stopped:
+        x, y = batches.at(s)
+        s.opt.weight_decay = next(wd for first, wd in reversed(wd_schedule) if s.step >= first)
+        if s.step in resets:                                      # a forked branch starts a fresh optimizer
+            s.opt.reset(resets[s.step])
         if by_hand is not None:
-            loss = by_hand(model, x, y, loss_outputs)
+            loss = by_hand(model, x, y, o.loss_outputs)
         else:
-            loss = losses(model(x, last=y.shape[-1]), y, loss_outputs)
+            loss = losses(model(x, last=y.shape[-1]), y, o.loss_outputs)
             model.zero_grad(set_to_none=False)
-            loss.sum().backward()                                # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
-        opt.step()
-        step += 1
-        if batch_size < N:
-            epoch_losses.append(loss.detach())
-            if step % n_batches == 0:
-                history.epoch_train_loss.append(torch.stack(epoch_losses).mean(0).tolist())
-                epoch_losses = []
+            loss.sum().backward()                                 # models are independent: ∂Σ/∂θ_m = ∂L_m/∂θ_m
+        s.opt.step()
+        s.step += 1
+        batches.after_step(s, loss)
         bar.update(1)
-        periodic = eval_every is not None and step % eval_every == 0
-        if periodic or step == steps or step in snapshot_steps or step in eval_steps or dense:
-            record()
+        if evaluation.due(s.step, dense is not None and dense.dense):
+            evaluation.record(s)
             if test is not None:
-                bar.set_postfix(test_acc=f"{min(history.test_acc[-1]):.3f}–{max(history.test_acc[-1]):.3f}")
-            if dense_eval is not None:
-                was_dense, dense = dense, dense_eval(history) or step < dense_until
-                if dense and not was_dense and step - window["step"] > 1:      # retrace the window, densely
-                    dense_until = step
-                    step, batches, epoch_losses = window["step"], window["batches"], list(window["epoch_losses"])
-                    model.load_state_dict(window["model"])
-                    opt.load_state_dict(window["opt"])
-                    model.load_dropout_state(window["dropout"])
-                    if window["loaders"] is None:
-                        loader_gens = None
-                    else:
-                        for g, state in zip(loader_gens, window["loaders"]):
-                            g.set_state(state)
-                    for name, length in window["history"].items():
-                        del getattr(history, name)[length:]
-                    for snap in set(history.snapshots) - window["snapshots"]:
-                        del history.snapshots[snap]
-                    bar.n = step
-                    continue
-                if not dense:
-                    window = keep_window()
-            stopped = stop is not None and stop(history)
-        if ckpt is not None and (step % checkpoint_every == 0 or step == steps or stopped):
-            save_checkpoint()
+                bar.set_postfix(test_acc=f"{min(s.history.test_acc[-1]):.3f}–{max(s.history.test_acc[-1]):.3f}")
+            if dense is not None and dense.after_record(s):
+                bar.n = s.step
+                continue
+            stopped = o.stop is not None and o.stop(s.history)
+        if checkpoints is not None and checkpoints.due(s.step, stopped):
+            checkpoints.save(s)
     bar.close()
     model.eval()
-    return history
+    return s.history
 
 
 def _mse_and_accuracy(out: Tensor, target: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -18,14 +19,14 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from corekit import scaling
+from corekit import scaling, shard_records
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.device import default_device
 from corekit.inputs import Need, distinct, require
 from corekit.inputs import fits as fits_in_memory
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import check_modulus, modular_addition
-from corekit.train import Dataset, History, train_ensemble
+from corekit.train import Dataset, History, steps_per_epoch, train_ensemble
 from corekit.verdicts import Claim, Null, Spec, at_least, at_most, decide, declared, equal_to, interval_contains, reported
 
 
@@ -38,6 +39,9 @@ class RunSpec:
     seed: int
     batch_size: int = 0
 
+
+#: Evaluations each run's curves keep (:func:`run_shard`): enough for a figure, few enough for a shard's record.
+RECORD_POINTS = 300
 
 #: The model :class:`SweepSettings` trains by default (vocab, n_ctx and n_out are set per modulus, see ``model``).
 SWEEP_MODEL = TransformerConfig(vocab=1, n_ctx=1, d_model=128, n_heads=4, d_mlp=512, n_layers=1, norm="none")
@@ -214,48 +218,111 @@ def shard_problem(specs: Sequence[RunSpec], settings: SweepSettings,
     return BatchedTransformer(config, [s.seed for s in specs]).to(default_device(device)), train, test
 
 
+def shard_name(specs: Sequence[RunSpec], settings: SweepSettings) -> str:
+    """Return the name of a shard's checkpoint folder and record: modulus, batch size and :func:`_shard_key`."""
+    return f"p{specs[0].p}_b{specs[0].batch_size}_{_shard_key(specs, settings)}"
+
+
+def _thin(steps: list[int], curves: list[list[float]], keep: Iterable[float | None],
+          n: int = RECORD_POINTS) -> tuple[list[int], list[list[float]]]:
+    """Return at most about ``n`` evaluations of a run's curves (S,): evenly spaced, with the first, the last, each
+    step in ``keep`` and the one before it (the crossings a figure marks)."""
+    if len(steps) <= n:
+        return list(steps), [list(c) for c in curves]
+    at = {int(i) for i in np.linspace(0, len(steps) - 1, n).round()}
+    where = {step: i for i, step in enumerate(steps)}
+    for t in keep:
+        if t is not None and t in where:
+            at |= {where[t], max(where[t] - 1, 0)}
+    idx = sorted(at)
+    return [steps[i] for i in idx], [[c[i] for i in idx] for c in curves]
+
+
 def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "auto",
               checkpoint_dir: str | None = None, threads: int | None = None,
-              progress: bool = True, checkpoint_every: int = 1000) -> list[RunResult]:
+              progress: bool = True, checkpoint_every: int = 1000, record_to: str | None = None) -> list[RunResult]:
     """Return the results of runs sharing one p and batch size, trained as one batched program.
 
     With ``checkpoint_dir`` the shard checkpoints every ``checkpoint_every`` steps under a folder
     named by its specs and settings, and a repeated call resumes (or, once finished, only re-reads)
-    it; an unreadable checkpoint is named in a warning and its shard trained again from step 0.
+    it; an unreadable checkpoint is named in a warning and its shard trained again from step 0. Each run's
+    curves keep at most about :data:`RECORD_POINTS` evaluations (its crossings among them). With ``record_to``
+    the finished shard's record (:mod:`corekit.shard_records`: its results, its training time summed over the
+    segments it took) is written into that folder.
     """
     if not specs or len({(s.p, s.batch_size) for s in specs}) != 1:
         raise ValueError("a shard needs at least one run, all with the same p and batch_size")
     if threads is not None:
         torch.set_num_threads(threads)
-    p, batch_size = specs[0].p, specs[0].batch_size
+    batch_size = specs[0].batch_size
     model, train, test = shard_problem(specs, settings, device)
-    folder = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve()
-                                                     / f"p{p}_b{batch_size}_{_shard_key(specs, settings)}")
+    folder = None if checkpoint_dir is None else Path(checkpoint_dir).expanduser().resolve() / shard_name(specs, settings)
+    started = time.perf_counter()
     history = train_ensemble(
         model, train, test, steps=settings.max_steps, batch_size=batch_size or None, lr=settings.lr,
         betas=tuple(settings.betas), weight_decay=[s.weight_decay for s in specs], drop_last=settings.drop_last,
         eval_every=settings.eval_every,
-        eval_train_size=len(train), checkpoint_dir=folder, checkpoint_every=checkpoint_every,
+        eval_train_size=len(train), checkpoint_dir=None if folder is None else str(folder),
+        checkpoint_every=checkpoint_every,
         stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress,
         dense_eval=None if settings.refine_level is None else EvaluateNearCrossings(settings.threshold,
                                                                                     settings.refine_level))
+    segments = _add_segment(folder, time.perf_counter() - started, history.steps[-1])
     t_train, t_test = grokking_times(history, settings.threshold)
     train_acc, test_acc = history.curve("train_acc"), history.curve("test_acc")
     results = []
     for m, spec in enumerate(specs):
         grokked = t_test[m] is not None and t_train[m] is not None
+        steps, (train_m, test_m) = _thin(list(history.steps), [train_acc[:, m].tolist(), test_acc[:, m].tolist()],
+                                         (t_train[m], t_test[m]))
         results.append(RunResult(
             p=spec.p, weight_decay=spec.weight_decay, seed=spec.seed, batch_size=spec.batch_size,
             t_train=t_train[m], t_test=t_test[m], tau=(t_test[m] - t_train[m]) if grokked else None,
-            censored=not grokked, steps_run=history.steps[-1], steps=list(history.steps),
-            train_acc=train_acc[:, m].tolist(), test_acc=test_acc[:, m].tolist()))
+            censored=not grokked, steps_run=history.steps[-1], steps=steps, train_acc=train_m, test_acc=test_m))
+    if record_to is not None:
+        shard_records.write(record_to, shard_name(specs, settings), _shard_key(specs, settings),
+                            {"label": shard_label(specs), "specs": [asdict(s) for s in specs],
+                             "settings": asdict(settings), "results": [asdict(r) for r in results]},
+                            runtime_s=sum(seg["seconds"] for seg in segments), segments=len(segments))
     return results
+
+
+def _add_segment(folder: Path | None, seconds: float, last_step: int) -> list[dict]:
+    """Return the shard's training segments so far (one per call that trained it), this one appended and kept in
+    ``folder``'s ``segments.json`` (a call that only re-read a finished checkpoint adds none)."""
+    if folder is None:
+        return [{"seconds": seconds, "to_step": last_step}]
+    path = folder / "segments.json"
+    try:
+        segments = json.loads(path.read_text()) if path.is_file() else []
+    except ValueError:
+        segments = []
+    if not segments or segments[-1]["to_step"] != last_step or seconds > 5.0:
+        segments.append({"seconds": round(seconds, 1), "to_step": last_step})
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(segments))
+    return segments
+
+
+def read_records(parts: Sequence[Sequence[RunSpec]], settings: SweepSettings,
+                 records: str | None) -> dict[int, list[RunResult]]:
+    """Return {index in ``parts``: results} for the shards whose finished record (of the same key) is in ``records``."""
+    out = {}
+    for i, part in enumerate(parts):
+        record = shard_records.read(records, shard_name(part, settings), _shard_key(part, settings))
+        if record is not None:
+            out[i] = [RunResult(**r) for r in record["results"]]
+    return out
 
 
 def run_sweep(specs: Sequence[RunSpec], settings: SweepSettings, *, executor: str = "local",
               device: str = "auto", max_models: int | None = None, checkpoint_dir: str | None = None,
-              checkpoint_every: int = 1000, ray_address: str | None = None, progress: bool = True) -> list[RunResult]:
+              checkpoint_every: int = 1000, ray_address: str | None = None, progress: bool = True,
+              records: str | None = None) -> list[RunResult]:
     """Return one RunResult per spec (in the order given), the shards run here or as Ray tasks.
+
+    A shard whose finished record (:func:`run_shard`'s ``record_to``, of the same key) is in ``records`` is
+    re-read from it, not trained.
 
     ``executor="local"`` runs the shards one after the other on ``device``. ``executor="ray"``
     submits each shard as a Ray task (``num_gpus=1`` on a cluster with GPUs, else one CPU and one
@@ -275,12 +342,16 @@ def run_sweep(specs: Sequence[RunSpec], settings: SweepSettings, *, executor: st
         raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
     parts = shards(specs, max_models)
     folder = None if checkpoint_dir is None else str(Path(checkpoint_dir).expanduser().resolve())
+    done = read_records(parts, settings, records)
+    if progress and done:
+        print(f"{len(done)} of {len(parts)} shards re-read from their records in {records}", flush=True)
+    todo = [part for i, part in enumerate(parts) if i not in done]
     if executor == "local":
-        done = [run_shard(part, settings, device, folder, progress=progress, checkpoint_every=checkpoint_every)
-                for part in parts]
+        trained = [run_shard(part, settings, device, folder, progress=progress, checkpoint_every=checkpoint_every)
+                   for part in todo]
     else:
-        done = _run_on_ray(parts, settings, folder, checkpoint_every, ray_address, progress)
-    by_spec = {r.spec: r for part in done for r in part}
+        trained = _run_on_ray(todo, settings, folder, checkpoint_every, ray_address, progress) if todo else []
+    by_spec = {r.spec: r for part in list(done.values()) + trained for r in part}
     return [by_spec[s] for s in specs]
 
 
@@ -379,6 +450,76 @@ def run_both_sweeps(p_specs: Sequence[RunSpec], omega_specs: Sequence[RunSpec], 
     else:
         p_runs, omega_runs = run_sweep(p_specs, p_settings, **options), run_sweep(omega_specs, omega_settings, **options)
     return p_runs, omega_runs, list({id(r): r for r in p_runs + omega_runs}.values())
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The runs a parameter set asks for: each sweep's specs and settings, and the learning-rate probe's."""
+
+    p_specs: list[RunSpec]
+    omega_specs: list[RunSpec]
+    probe_specs: list[RunSpec]
+    p_settings: SweepSettings
+    omega_settings: SweepSettings
+    probe_settings: SweepSettings
+
+    def programs(self, max_models: int | None = None) -> list[tuple[list[RunSpec], SweepSettings]]:
+        """Return every shard the plan trains, with its settings, in the order :func:`run_plan` trains them."""
+        if self.omega_settings == self.p_settings:
+            sweeps = [(list(dict.fromkeys(self.p_specs + self.omega_specs)), self.p_settings)]
+        else:
+            sweeps = [(self.p_specs, self.p_settings), (self.omega_specs, self.omega_settings)]
+        if self.probe_settings != self.p_settings:
+            sweeps.append((self.probe_specs, self.probe_settings))
+        return [(part, settings) for specs, settings in sweeps for part in shards(specs, max_models)]
+
+
+def sweep_plan(params: dict) -> SweepPlan:
+    """Return the plan of chapter 03's notebook parameters ``params``: the p sweep, the ω sweep and the probe."""
+    omega_pairs = len(modular_addition(params["omega_p"], params["train_frac"], seed=params["data_seed"]).train_idx)
+    omega_epoch_steps = steps_per_epoch(omega_pairs, params["omega_batch_size"], params["drop_last"])
+    model = TransformerConfig(vocab=1, n_ctx=1, d_model=params["d_model"], n_heads=params["n_heads"],
+                              d_mlp=params["d_mlp"], n_layers=1, norm=params["norm"], dropout=params["dropout"],
+                              causal=params["causal"], qkv_bias=params["qkv_bias"], init=params["init"],
+                              embedding_dropout=params["embedding_dropout"])            # vocab, n_ctx: per p
+    p_settings = SweepSettings(model=model, equals_token=params["equals_token"], drop_last=params["drop_last"],
+                               lr=params["lr"], betas=tuple(params["betas"]), train_frac=params["train_frac"],
+                               data_seed=params["data_seed"], max_steps=params["p_max_epochs"],
+                               margin=params["margin"], eval_every=params["eval_every"])
+    return SweepPlan(
+        p_specs=grid(params["p_values"], [params["sweep_weight_decay"]], params["seeds"]),
+        omega_specs=grid([params["omega_p"]], params["weight_decays"], params["seeds"],
+                         batch_size=params["omega_batch_size"]),
+        probe_specs=grid(params["probe_p_values"], [params["sweep_weight_decay"]], params["probe_seeds"]),
+        p_settings=p_settings,
+        omega_settings=replace(p_settings, max_steps=params["omega_max_epochs"] * omega_epoch_steps),
+        probe_settings=replace(p_settings, lr=params["probe_lr"]))
+
+
+def run_plan(plan: SweepPlan, **options) -> tuple[list[RunResult], list[RunResult], list[RunResult], list[RunResult]]:
+    """Return (the p sweep's results, the ω sweep's, every distinct result once, the probe's); ``options`` go to
+    :func:`run_sweep`. The probe at the sweep's own learning rate is the sweep's runs at its moduli and seeds."""
+    p_runs, omega_runs, results = run_both_sweeps(plan.p_specs, plan.omega_specs, plan.p_settings,
+                                                  plan.omega_settings, **options)
+    if plan.probe_settings != plan.p_settings:
+        probe_runs = run_sweep(plan.probe_specs, plan.probe_settings, **options)
+    else:
+        wanted = set(plan.probe_specs)
+        probe_runs = [r for r in p_runs if r.spec in wanted]
+    return p_runs, omega_runs, results, probe_runs
+
+
+def records_summary(plan: SweepPlan, records: str | None, max_models: int | None = None) -> dict:
+    """Return what the plan's shards took from ``records``: shards, how many were re-read, their training seconds
+    summed over their segments, the segments, and the commits (with dirty flags) that trained them."""
+    programs = plan.programs(max_models)
+    found = [shard_records.read(records, shard_name(specs, s), _shard_key(specs, s)) for specs, s in programs]
+    found = [r for r in found if r is not None]
+    return {"shards": len(programs), "re_read": len(found),
+            "training_s": round(sum(r["runtime_s"] for r in found), 1),
+            "segments": sum(r["segments"] for r in found),
+            "commits": sorted({f"{(r['run']['commit'] or '?')[:7]}{' (dirty)' if r['run']['dirty'] else ''}"
+                               for r in found})}
 
 
 def far_moduli(p_values: Iterable[float], p_c: float, factor: float = 3.0) -> list[float]:

@@ -179,6 +179,7 @@ class Claims:
         self.parameters = to_jsonable({k: v for k, v in parameters.items() if k != paramspec.OUTPUT_DIR})
         self.claims: list[Claim] = []
         self.exports: dict[str, dict] = {}
+        self.training: dict[str, Any] = {}
         self._start = time.perf_counter()
 
     def resolve(self, **values: Any) -> None:
@@ -203,6 +204,11 @@ class Claims:
                 digest.update(block)
         self.exports[name] = {"file": Path(path).name, "sha256": digest.hexdigest()}
         return self.exports[name]["sha256"]
+
+    def record_training(self, **info: Any) -> None:
+        """Record in the metrics' ``training`` where the run's training came from (e.g. shards re-read from their
+        records, the seconds they took summed over their segments, the commits that trained them)."""
+        self.training.update(to_jsonable(info))
 
     def add(self, *claims: Claim) -> list[Claim]:
         """Return ``claims`` (a chapter's decided claims, :mod:`corekit.verdicts`), recorded in their order."""
@@ -254,6 +260,8 @@ class Claims:
         record = {"notebook": self.notebook, "parameters": self.parameters,
                   "runtime_s": round(time.perf_counter() - self._start, 3), "threads": _torch_threads(),
                   "claims": [c.as_dict() for c in self.claims]}
+        if self.training:
+            record["training"] = self.training
         return {**record, "exports": self.exports} if self.exports else record
 
     def write(self, path: str | os.PathLike | None = None) -> Path | None:
