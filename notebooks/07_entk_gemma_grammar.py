@@ -11,7 +11,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -55,7 +55,7 @@
 
 # %% tags=["parameters"]
 model: str = "gemma-3-270m"
-corpus: str = "auto"
+corpus: str = "auto"  # one of: auto, tinystories, shipped
 context_tokens: int = 24  # range: [1, inf)
 n_per_class: int = 24  # range: [1, inf)
 layer: int = 16  # range: [0, inf)

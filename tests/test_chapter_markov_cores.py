@@ -420,11 +420,26 @@ def test_claims_about_models_that_learned_are_undecided_when_a_seed_did_not(chai
     out = _decided(findings)
     sfx = "" if chain == "paper" else "_deficient"
     undecided = {i for i, c in out.items() if c.verdict == "undecided"}
-    expected = {f"remove_only_accuracy{sfx}"} | ({"weight_cosine_max", "projector_overlap"} if chain == "paper" else set())
+    expected = {f"remove_only_accuracy{sfx}"} | ({"weight_cosine_max", "projector_overlap", "cca_mean"}
+                                                 if chain == "paper" else set())
     assert undecided == expected
     for claim_id in expected:
         assert "Undecided: seed 100 (0.300) did not learn the chain" in out[claim_id].reason
     assert out[f"model_accuracy{sfx}"].verdict == "fail"
+    for key in ("keep_only_ratio", "eig_max_error", "r2_core_over_oracle"):   # decided on the seeds that learned
+        claim = out[f"{key}{sfx}"]
+        assert "seed 100" not in claim.measured and "without seed 100" in claim.target, key
+    assert all("100" not in pair for pair in out[f"cca_min{sfx}"].measured)
+
+
+def test_d1_no_claim_about_trained_models_is_decided_when_no_seed_learned():
+    findings = _findings()
+    findings.results["paper"].base_acc[:] = 0.3
+    out = _decided(findings)
+    for key in ("keep_only_ratio", "cca_min", "cca_mean", "eig_max_error", "r2_core_over_oracle",
+                "remove_only_accuracy", "weight_cosine_max", "projector_overlap"):
+        assert out[key].verdict == "undecided", (key, out[key].verdict)
+    assert out["model_accuracy"].verdict == "fail"
 
 
 def test_the_old_nulls_that_could_not_pass_are_gone():

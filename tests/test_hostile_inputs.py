@@ -445,12 +445,21 @@ def test_the_metrics_file_has_the_notebooks_mode(tmp_path):
 
 
 def test_every_profile_passes_its_chapters_check(monkeypatch):
-    """No chapter check refuses a profile of the book (the sizes here are lower bounds: they fit this machine)."""
+    """No chapter check refuses a profile of the book (the sizes here are lower bounds: they fit this machine) where the
+    models it names can be loaded (a reachable Hugging Face hub for 04's paper profile); offline, 04's paper profile is
+    refused in one line naming its hub-only models, before a kernel."""
     import functools
 
+    from corekit import inputs
     from corekit.runs import checks, parameters
 
     monkeypatch.setattr(parameters, "read_parameters", functools.cache(parameters.read_parameters))  # parse each once
+    monkeypatch.setattr(inputs, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hub-cache")
+    nb = notebooks.Notebook(REPO, "04_llm_agreement_axis")
+    with pytest.raises(inputs.ParameterError, match="parameter 'models'.*'gpt2'"):
+        checks.chapter_check(nb.name)(parameters.resolved_parameters(nb, parameters.effective_parameters(nb, "paper", {})))
+    monkeypatch.setattr(inputs, "hub_reachable", lambda timeout=3.0: True)
     for name in notebooks.notebook_names(REPO):
         nb = notebooks.Notebook(REPO, name)
         for profile in notebooks.PROFILES:

@@ -409,3 +409,98 @@ def test_o06_a_long_but_valid_out_is_accepted(tmp_path):
     out = tmp_path / ("x" * 200)
     assert cli.checked_out(REPO, str(out), "quick") == out.resolve()
     assert os.pathconf(tmp_path, "PC_NAME_MAX") >= 200
+
+
+# --------------------------------------------------------------------------------------------
+# Third round (issue 68): refusals that came after the kernel had started
+
+
+@pytest.mark.parametrize("name, overrides", [
+    ("02_grokking_cores", {"n_heads": 3}),                                   # N12
+    ("02_grokking_cores", {"d_model": 2, "n_heads": 4}),                     # M04
+    ("03_grokking_scaling_law", {"n_heads": 3}),                             # N11
+    ("06_entk_transformer_modular", {"n_heads": 3}),                         # N09, PM5
+    ("08_two_lenses", {"n_heads": 3}),                                       # M06
+    ("09_merging_cores", {"n_heads": 3}),                                    # N10
+])
+def test_n09_to_n12_heads_that_do_not_divide_d_model_are_refused_before_the_kernel(name, overrides):
+    check_refuses(name, "parameter 'n_heads'", "a divisor of d_model", **overrides)
+
+
+def test_g02s_a_split_whose_held_out_pairs_miss_a_class_is_refused():
+    check_refuses("02_grokking_cores", "parameter 'train_frac'", "every class", train_frac=0.999, seeds=[0])
+
+
+def test_m01_an_unknown_model_in_04_is_refused_like_07s(offline_hub):
+    check_refuses("04_llm_agreement_axis", "parameter 'models'", "one of the offline models",
+                  models=["gemma-3-270m", "ñ😀"])
+
+
+def test_n32_an_unknown_corpus_is_refused_by_its_clause(tmp_path):
+    nb = notebooks.Notebook(REPO, "07_entk_gemma_grammar")
+    with pytest.raises(Exception, match="corpus.*one of"):
+        parameters.check_values(nb, {"corpus": "nonsense"}, "-p")
+
+
+def _path_parameters() -> list[tuple[str, str]]:
+    """Return (notebook, parameter) for every path parameter a run writes, of every notebook of the book."""
+    out = []
+    for name in notebooks.notebook_names(REPO):
+        for param, declared in parameters.read_parameters(notebooks.Notebook(REPO, name)).items():
+            clauses = {c.strip() for c in declared.help.split(";")}
+            if "path" in clauses and (param == "output_dir" or any(c.startswith("writes:") for c in clauses)):
+                out.append((name, param))
+    return out
+
+
+def test_x1_every_path_parameter_a_run_writes_is_declared():
+    found = set(_path_parameters())
+    assert {("02_grokking_cores", "export_checkpoints"), ("02_grokking_cores", "checkpoint_dir"),
+            ("03_grokking_scaling_law", "checkpoint_dir")} <= found
+    assert len({nb for nb, p in found if p == "output_dir"}) == len(notebooks.notebook_names(REPO))
+
+
+@pytest.mark.parametrize("name, param", _path_parameters())
+@pytest.mark.parametrize("target", ["README.md", "notebooks", "results", "a link", ".git/x"])
+def test_x1_n38_n39_a_path_parameter_at_a_tracked_file_folder_or_link_is_refused_by_corekit_run_and_the_first_cell(
+        name, param, target, tmp_path, monkeypatch):
+    from corekit.runs.claims import check_parameters
+    if target == "a link":
+        (tmp_path / "real").mkdir()
+        (tmp_path / "link").symlink_to(tmp_path / "real")
+        target = str(tmp_path / "link")
+    monkeypatch.chdir(REPO)
+    nb = notebooks.Notebook(REPO, name)
+    values = {param: target}
+    if param == "output_dir":                                  # corekit run sets it itself; papermill's first cell
+        with pytest.raises(ParameterError, match=f"parameter '{param}'"):
+            parameters.check_namespace(name, {**{k: v for k, v in values_of(name).items()}, **values})
+        return
+    with pytest.raises(Exception, match=f"-p {param}: expected a path this run may write"):
+        parameters.check_values(nb, values, "-p")
+    with pytest.raises(ParameterError, match=f"parameter '{param}': expected a path this run may write"):
+        check_parameters(name, {**values_of(name), **values})
+
+
+def values_of(name: str) -> dict:
+    """Return every parameter of notebook ``name`` at its default (what the first cell's namespace holds)."""
+    return values(name)
+
+
+def test_x1_a_file_or_folder_no_run_wrote_is_refused_and_one_a_run_wrote_is_taken(tmp_path, monkeypatch):
+    from corekit.runs import owned
+    nb = notebooks.Notebook(REPO, "02_grokking_cores")
+    foreign = tmp_path / "notes.pt"
+    foreign.write_text("mine")
+    with pytest.raises(Exception, match="an existing file that no run of this tool wrote"):
+        parameters.check_values(nb, {"export_checkpoints": str(foreign)}, "-p")
+    owned.record_written(foreign)                               # what claims.record_export does after an export
+    assert parameters.check_values(nb, {"export_checkpoints": str(foreign)}, "-p")
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "p31_b0_0123456789ab").mkdir(parents=True)
+    (ckpt / "last.pt").write_bytes(b"")
+    (ckpt / "p31_b0_0123456789ab" / "segments.json").write_text("[]")
+    assert parameters.check_values(nb, {"checkpoint_dir": str(ckpt)}, "-p")
+    (ckpt / "thesis.tex").write_text("")
+    with pytest.raises(Exception, match="no run of this tool wrote there.*thesis.tex"):
+        parameters.check_values(nb, {"checkpoint_dir": str(ckpt)}, "-p")

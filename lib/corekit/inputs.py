@@ -69,6 +69,12 @@ def require(ok: bool, notebook: str, name: str, value: Any, accepted: str) -> No
         refuse(notebook, name, value, accepted)
 
 
+def heads_divide(notebook: str, params: dict, heads: str = "n_heads", width: str = "d_model") -> None:
+    """Refuse a head count that does not divide the model width (each head reads width / heads of its dimensions)."""
+    require(params[width] % params[heads] == 0, notebook, heads, params[heads],
+            f"a divisor of {width} = {params[width]} (each head reads {width} / {heads} of its dimensions)")
+
+
 def distinct(notebook: str, name: str, values: list, accepted: str = "distinct seeds") -> None:
     """Refuse a list with a repeated item."""
     require(len(set(values)) == len(values), notebook, name, values, accepted)

@@ -187,6 +187,13 @@ class Null:
     value: Any
     interval: tuple[float, float] | None = None
 
+    @property
+    def measured(self) -> bool:
+        """Whether the null's statistic could be measured: a value, or for a claim over models at least one."""
+        if isinstance(self.value, dict):
+            return any(v is not None for v in self.value.values())
+        return self.value is not None
+
     def passing(self, bound: Bound) -> list[str]:
         """Return the labels of the null's cases that satisfy ``bound`` ("" for a single value)."""
         if isinstance(self.value, dict):
@@ -196,6 +203,8 @@ class Null:
     def as_dict(self, bound: Bound) -> dict:
         """Return the null's record: what it is, its value (and interval), and whether it satisfies the bound."""
         record = {"what": self.what, "value": to_jsonable(self.value), "passes": bool(self.passing(bound))}
+        if not self.measured:
+            record["measured"] = False
         return record if self.interval is None else {**record, "interval": to_jsonable(list(self.interval))}
 
 
@@ -262,7 +271,10 @@ def verdict(value: Any, bound: Bound, *, nulls: tuple[Null, ...] = (), interval:
         shown = f"{k} of {n} models satisfy {bound.text}" + (
             "; not " + ", ".join(f"{m} ({_shown(value[m])})" for m in missing) if missing else "")
     else:
-        holds_ = bound.test(value, interval)
+        unmeasured = _unmeasured(value, interval, bound)
+        if not undecided and unmeasured:
+            undecided = "its statistic could not be measured in this run"
+        holds_ = not unmeasured and bound.test(value, interval)
         measured = _shown(value) + (f" (interval {_shown(list(interval))})" if interval is not None else "")
         shown = f"measured {measured} {'satisfies' if holds_ else 'does not satisfy'} {bound.text}"
     context = f" {why[0].upper()}{why[1:].rstrip('.')}." if why else ""
@@ -278,7 +290,16 @@ def verdict(value: Any, bound: Bound, *, nulls: tuple[Null, ...] = (), interval:
                          for n, labels in passing)
         return ("uninformative", f"Uninformative: {shown}, but so does the null ({said}), so the test cannot tell "
                 f"the effect from its absence.{context}", models)
+    if nulls and not any(n.measured for n in nulls):
+        said = "; ".join(n.what for n in nulls)
+        return ("undecided", f"Undecided: {shown}, but its null could not be measured in this run ({said}), so the "
+                f"test cannot tell the effect from its absence.{context}", models)
     return "pass", None, models
+
+
+def _unmeasured(value: Any, interval: tuple[float, float] | None, bound: Bound) -> bool:
+    """Return whether the statistic was not measured: None (a NaN is a measured number that fails, e.g. a kernel's)."""
+    return value is None and bound.kind != "true"
 
 
 #: Marks a :func:`decide` argument left to the claim's declaration.
@@ -371,6 +392,27 @@ def decide(spec: Spec, value: Any, *, null: Null | Sequence[Null] | None = None,
                  paper=spec.paper if paper is _DECLARED else paper, authors=authors, reason=reason,
                  nulls=tuple(n.as_dict(spec.bound) for n in nulls), no_null=spec.no_null, models=models,
                  interval=None if interval is None else tuple(interval))
+
+
+def decide_over(spec: Spec, value: dict, qualified: Sequence[str], *, unqualified: str, need: int = 1,
+                null: Null | Sequence[Null] | None = None, **options) -> Claim:
+    """Return the claim ``spec`` over models decided on the ``qualified`` ones alone (those that passed the claim's
+    precondition: trained, generalised, grokked), each null restricted to them; undecided, with ``unqualified`` (why
+    the others do not count) as its reason, when fewer than ``need`` qualify. A qualified model that fails the claim
+    fails it; ``options`` go to :func:`decide`."""
+    keep = [k for k in value if k in set(qualified)]
+    left_out = [k for k in value if k not in set(qualified)]
+    if len(keep) < need:
+        undecided = options.pop("undecided", None) or f"{unqualified}; fewer than {need} of the models it covers qualify"
+        return decide(spec, value, null=null, undecided=undecided, **options)
+    nulls = []
+    for n in as_nulls(null):
+        kept = {k: v for k, v in n.value.items() if k in keep} if isinstance(n.value, dict) else n.value
+        nulls.append(Null(n.what, kept if kept != {} else None, n.interval))
+    if left_out:
+        statistic = options.pop("statistic", None) or spec.statistic
+        options["statistic"] = f"{statistic} (without {', '.join(map(str, left_out))}: {unqualified})"
+    return decide(spec, {k: value[k] for k in keep}, null=nulls or None, **options)
 
 
 def reported(spec: Spec, value: Any, *, statistic: str | None = None, paper: Any = _DECLARED,

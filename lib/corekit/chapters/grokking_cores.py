@@ -37,8 +37,9 @@ from corekit.ace import (
 )
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.fourier import fourier_power
-from corekit.inputs import Need, distinct, fits, require, show, transformer_parameters
+from corekit.inputs import Need, distinct, fits, heads_divide, require, show, transformer_parameters
 from corekit.models import BatchedTransformer, TransformerConfig
+from corekit.tasks.modular import modular_addition
 from corekit.verdicts import (
     Claim,
     Null,
@@ -441,9 +442,11 @@ def load_checkpoints(path: str | os.PathLike) -> CheckpointExport:
 
 def check_inputs(params: dict) -> None:
     """Return None, or refuse chapter 02's parameters (:class:`corekit.inputs.ParameterError`): distinct seeds, a numpy
-    split seed below 2**32, a fork inside the run, and the size of the checkpoints kept for the analysis."""
+    split seed below 2**32, a fork inside the run, heads that divide d_model, the size of the checkpoints kept for the
+    analysis, and a held-out set that holds every class."""
     nb = "02_grokking_cores"
     distinct(nb, "seeds", params["seeds"], "distinct seeds (each trains one model per branch)")
+    heads_divide(nb, params)
     require(params["split"] != "numpy" or params["data_seed"] < 2**32, nb, "data_seed", params["data_seed"],
             "a seed below 2**32 with split numpy (numpy's RandomState takes 0 ... 2**32 - 1)")
     epochs = params["epochs"]
@@ -461,6 +464,11 @@ def check_inputs(params: dict) -> None:
              m * weights, "epochs"),
         Need("the logits of all p² pairs, every model", 4 * logits, logits, "p"),
     ])
+    task = modular_addition(params["p"], params["train_frac"], seed=params["data_seed"], split=params["split"])
+    missing = params["p"] - len(set(task.labels[task.test_idx].tolist()))
+    require(missing == 0, nb, "train_frac", params["train_frac"],
+            f"a split whose held-out pairs hold every class of a + b mod {params['p']} (the class means of the "
+            f"authors' analysis are taken on them); here {missing} of the {params['p']} classes have no held-out pair")
 
 
 # --------------------------------------------------------------------------------------------

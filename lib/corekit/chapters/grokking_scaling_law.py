@@ -22,7 +22,7 @@ import torch
 from corekit import scaling, shard_records
 from corekit.curves import GROKKING_THRESHOLD, first_step_reaching, grokking_step
 from corekit.device import default_device
-from corekit.inputs import Need, distinct, require
+from corekit.inputs import Need, distinct, heads_divide, require
 from corekit.inputs import fits as fits_in_memory
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import check_modulus, modular_addition
@@ -658,6 +658,7 @@ def draw_tau_panel(ax, points: dict[float, np.ndarray], runs: Sequence[RunResult
 def check_inputs(params: dict) -> None:
     """Check chapter 03's parameters: distinct seeds, ray_address only with Ray, the size of the largest shard's batch."""
     nb = "03_grokking_scaling_law"
+    heads_divide(nb, params)
     distinct(nb, "seeds", params["seeds"], "distinct seeds (the bootstrap resamples them)")
     distinct(nb, "p_values", params["p_values"], "distinct moduli (each is one point of the p sweep)")
     distinct(nb, "probe_p_values", params["probe_p_values"], "two distinct moduli")

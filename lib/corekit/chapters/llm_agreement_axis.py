@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from corekit import ace, stats
-from corekit.inputs import MODEL_DTYPES, distinct, fits, language_model, require
+from corekit.inputs import MODEL_DTYPES, distinct, fits, language_model, loadable_model, require
 from corekit.lm import (
     LM,
     OFFLINE,
@@ -1057,6 +1057,8 @@ def check_inputs(params: dict) -> None:
     weights."""
     nb = "04_llm_agreement_axis"
     distinct(nb, "models", params["models"], "a list of models without repeats")
+    for name in params["models"]:
+        loadable_model(nb, "models", name)
     require(params["dtype"] in MODEL_DTYPES, nb, "dtype", params["dtype"],
             f"one of {', '.join(MODEL_DTYPES)} (auto: bfloat16 on a CUDA device, float32 elsewhere)")
     width = 2 if params["dtype"] in ("bfloat16", "float16") else 4    # auto: float32 on a CPU

@@ -21,10 +21,23 @@ from torch import Tensor
 
 from corekit import ace, subspaces
 from corekit.ace import NextTokenACE
-from corekit.inputs import Need, distinct, fits, require, row_stochastic
+from corekit.inputs import Need, distinct, fits, heads_divide, require, row_stochastic
 from corekit.tasks import markov
 from corekit.train import Dataset
-from corekit.verdicts import Bound, Claim, Null, Spec, at_least, at_most, decide, declared, equal_to, per_model, reported
+from corekit.verdicts import (
+    Bound,
+    Claim,
+    Null,
+    Spec,
+    at_least,
+    at_most,
+    decide,
+    decide_over,
+    declared,
+    equal_to,
+    per_model,
+    reported,
+)
 
 NOTEBOOK = "01_markov_cores"
 
@@ -190,8 +203,7 @@ def check_inputs(params: dict) -> None:
     require(params["batch_size"] <= params["n_train"], nb, "batch_size", params["batch_size"],
             f"at most n_train = {params['n_train']} (a larger batch trains 0 steps)")
     m, seq_len, d_model, n_heads = len(params["seeds"]), params["seq_len"], params["d_model"], params["n_heads"]
-    require(d_model % n_heads == 0, nb, "n_heads", n_heads,
-            f"a divisor of d_model = {d_model} (each head reads d_model / n_heads of its dimensions)")
+    heads_divide(nb, params)
     for name in ("transition", "transition_deficient"):
         row_stochastic(nb, name, params[name])
     n_train, n_test = params["n_train"], params["n_test"]
@@ -301,6 +313,13 @@ def _shifted(spec: Spec, by: float) -> Spec:
     return replace(spec, bound=Bound(bound.kind, bound.a + by, bound.b))
 
 
+def learned_seeds(seeds: Sequence[int], accuracy: Sequence[float], T: np.ndarray) -> list[int]:
+    """Return the seeds whose held-out ``accuracy`` is at least halfway from the stationary guess to the Bayes accuracy
+    of chain ``T`` (the models the claims about trained models cover)."""
+    bayes, guess = markov.bayes_accuracy(T), markov.stationary_guess_accuracy(T)
+    return [s for s, a in zip(seeds, accuracy) if a >= (bayes + guess) / 2]
+
+
 def unlearned_reason(seeds: Sequence[int], accuracy: Sequence[float], T: np.ndarray) -> str | None:
     """Return why claims about models that learned chain ``T`` are undecided (the seeds whose held-out ``accuracy`` is
     below halfway from the stationary guess to the Bayes accuracy), or None when every seed learned it."""
@@ -343,6 +362,10 @@ def claims(findings: Findings) -> list[Claim]:
         cmp, fit, val = f.compared[chain], f.identified[chain], f.validation[chain]
         accuracy = _numbers(f.results[chain].base_acc)
         unlearned = unlearned_reason(seeds, accuracy, T)
+        learned = [f"seed {s}" for s in learned_seeds(seeds, accuracy, T)]
+        learned_pairs = [f"{seeds[a]}–{seeds[b]}" for a, b in pairs
+                         if f"seed {seeds[a]}" in learned and f"seed {seeds[b]}" in learned]
+        why_not = "did not learn the chain (held-out accuracy below halfway from the stationary guess to the Bayes accuracy)"
 
         def nulls(values):
             """Return one Null per control of this chain, each {model: value} from values(ensemble name)."""
@@ -354,7 +377,7 @@ def claims(findings: Findings) -> list[Claim]:
                           paper=r_exp, null=nulls(lambda n: by_seed([int(r) for r in f.results[n].rank])),
                           why=f"centred logits cap the rank at K − 1 = {K - 1}, which any model reaches"
                           if r_exp == K - 1 else None))
-        out.append(decide(spec["keep_only_ratio"], by_seed(val["ratio"]),
+        out.append(decide_over(spec["keep_only_ratio"], by_seed(val["ratio"]), learned, unqualified=why_not,
                           null=nulls(lambda n: by_seed(f.validation[n]["ratio"])),
                           why="keep-only at a model's own energy rank keeps what its logits see, trained or not"))
         removed = nulls(lambda n: by_seed(f.validation[n]["removed"]))
@@ -367,10 +390,10 @@ def claims(findings: Findings) -> list[Claim]:
                           else None))
         if chain == "paper":
             out.extend(_difference_claims(f, by_seed, by_pair, unlearned))
-        out.append(decide(spec["cca_min"], by_pair(cmp["cca_min"]),
+        out.append(decide_over(spec["cca_min"], by_pair(cmp["cca_min"]), learned_pairs, unqualified=why_not,
                           null=nulls(lambda n: by_pair(f.compared[n]["cca_min"]))))
         if chain == "paper":
-            out.append(decide(_SPEC["cca_mean"], float(np.mean(cmp["cca_all"])),
+            out.append(decide(_SPEC["cca_mean"], float(np.mean(cmp["cca_all"])), undecided=unlearned,
                               null=nulls(lambda n: float(np.mean(f.compared[n]["cca_all"])))))
         if chain == "paper":
             apart = None
@@ -379,9 +402,9 @@ def claims(findings: Findings) -> list[Claim]:
             apart = (f"the models keep the states that share a row at whitened distance {shared} (0 for the Bayes "
                      "code, which the oracle assumes); the bound is the paper's on its cyclic chain, and this chain "
                      "is the book's" if f.merged.shared else None)
-        out.append(decide(spec["eig_max_error"], by_seed(fit["err"]),
+        out.append(decide_over(spec["eig_max_error"], by_seed(fit["err"]), learned, unqualified=why_not,
                           null=nulls(lambda n: by_seed(f.identified[n]["err"])), why=apart))
-        out.append(decide(spec["r2_core_over_oracle"], by_seed(fit["r2_ratio"]),
+        out.append(decide_over(spec["r2_core_over_oracle"], by_seed(fit["r2_ratio"]), learned, unqualified=why_not,
                           statistic=f"R²_core / R²_oracle on held-out sequences (R²_oracle = {markov.oracle_r2(T):.4f})",
                           null=nulls(lambda n: by_seed(f.identified[n]["r2_ratio"])), why=apart))
         if chain != "paper":

@@ -45,7 +45,7 @@ from torch import Tensor
 
 from corekit import ace, fourier, subspaces
 from corekit.chapters import entk_transformer_modular
-from corekit.inputs import Need, distinct, fits, require, transformer_parameters
+from corekit.inputs import Need, distinct, fits, heads_divide, require, transformer_parameters
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.verdicts import Claim, Null, Spec, at_least, at_most, decide, declared, interval_above, reported
 
@@ -1151,6 +1151,7 @@ def check_inputs(params: dict) -> None:
     """Check chapter 09's parameters: distinct seeds, a fork on a logged epoch inside the run, the size of the paths."""
     nb = "09_merging_cores"
     distinct(nb, "seeds", params["seeds"])
+    heads_divide(nb, params)
     epochs, spawn, log_every = params["epochs"], params["spawn_epoch"], params["log_every_epochs"]
     require(spawn % log_every == 0, nb, "spawn_epoch", spawn, f"a multiple of log_every_epochs = {log_every}")
     require(spawn < epochs - 1, nb, "spawn_epoch", spawn, f"an epoch before the last (epochs = {epochs})")

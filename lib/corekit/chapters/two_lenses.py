@@ -65,7 +65,7 @@ from corekit import ace, entk, stats, subspaces, train
 from corekit.chapters import entk_transformer_modular, llm_agreement_axis
 from corekit.chapters.llm_agreement_axis import Axis, Measured
 from corekit.entk import Eigenpairs, ResidualStreamNTK, eigenvector_scores, lanczos
-from corekit.inputs import distinct, fits, kernels, language_model, require
+from corekit.inputs import distinct, fits, heads_divide, kernels, language_model, require
 from corekit.models import BatchedTransformer, TransformerConfig, layer_groups, with_state
 from corekit.probes import pca_scores
 from corekit.subspaces import residual_directions
@@ -540,6 +540,7 @@ def check_inputs(params: dict) -> None:
     nb = "08_two_lenses"
     distinct(nb, "seeds", params["seeds"])
     distinct(nb, "grok_seeds", params["grok_seeds"])
+    heads_divide(nb, params)
     require(params["grok_d_model"] % 4 == 0, nb, "grok_d_model", params["grok_d_model"], "a multiple of the 4 heads")
     epochs, every, log_every = params["epochs"], params["dynamics_every_epochs"], params["log_every_epochs"]
     require(epochs > every, nb, "epochs", epochs,
@@ -719,7 +720,7 @@ def _covered(family: Family, values: list) -> dict:
 def _over(spec_id: str | Spec, family: Family, values: list, nulls: list[tuple[str, list]], statistic: str | None = None,
           why: str | None = None) -> Claim:
     """Return claim ``spec_id`` decided over the family's generalising models, each null restricted to them (a null's
-    None entries dropped); undecided when no model generalised."""
+    None entries dropped, a null with none left recorded as not measured); undecided when no model generalised."""
     spec = _SPEC[spec_id] if isinstance(spec_id, str) else spec_id
     idx = set(generalising(family))
     undecided = None if idx else (f"no model generalised (final held-out accuracy ≥ {GENERALISES}); a run whose models "
@@ -727,8 +728,7 @@ def _over(spec_id: str | Spec, family: Family, values: list, nulls: list[tuple[s
     null = []
     for what, vals in nulls:
         kept = {k: v for k, v in _covered(family, vals).items() if v is not None}
-        if kept:
-            null.append(Null(what, kept))
+        null.append(Null(what, kept or None))
     return decide(spec, _covered(family, values), null=null, undecided=undecided, why=why,
                   statistic=(statistic or spec.statistic) + _excluded(family))
 

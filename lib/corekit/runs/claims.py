@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from corekit import runinfo
-from corekit.runs import paramspec
+from corekit.runs import owned, paramspec
 from corekit.runs.parameters import declared
 from corekit.verdicts import KINDS, VERDICTS, Bound, Claim, Null, Spec, decide, format_value, reported, to_jsonable
 
@@ -203,6 +203,7 @@ class Claims:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         self.exports[name] = {"file": Path(path).name, "sha256": digest.hexdigest()}
+        owned.record_written(Path(path).resolve())                    # a later run of this tool may replace it
         return self.exports[name]["sha256"]
 
     def record_training(self, **info: Any) -> None:

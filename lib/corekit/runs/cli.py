@@ -47,6 +47,7 @@ from corekit.runs.notebooks import (
     toc_files,
     toc_notebooks,
 )
+from corekit.runs.owned import tracked_folder
 from corekit.runs.parameters import check_chapter, check_compiles, effective_parameters, parse_value, read_parameters
 from corekit.runs.paramspec import expand_user
 from corekit.runs.site import build_html, check_book_out, marking, stage_book
@@ -331,20 +332,6 @@ def limit(folder: Path, key: str, default: int) -> int:
         return os.pathconf(folder, key)
     except (OSError, ValueError, AttributeError):
         return default
-
-
-def tracked_folder(root: Path, out: Path) -> str | None:
-    """Return the top folder of the repository ``out`` lies in when git tracks files in it (None otherwise, and
-    where git or the repository is missing)."""
-    if not out.is_relative_to(root) or out == root:
-        return None
-    top = out.relative_to(root).parts[0]
-    try:
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", f"{top}/"], capture_output=True,
-                                timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return top if listed.returncode == 0 and listed.stdout else None
 
 
 def cmd_run(args: argparse.Namespace) -> int:

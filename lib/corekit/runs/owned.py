@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -112,3 +114,89 @@ def remove_tree(folder: Path) -> None:
     if folder.is_symlink():
         raise OSError(f"{folder} is a symbolic link; corekit never deletes through a link")
     shutil.rmtree(folder)                             # unlinks the links inside, never what they point at
+
+
+#: The record, in a folder, of the files the tool's runs wrote there through a path parameter (e.g. an export).
+WRITTEN = ".corekit-written"
+#: What a run writes into a checkpoint folder (``# path; writes: folder``): the trainer's state, a sweep's segments,
+#: and a sweep's shard folders holding the same.
+CHECKPOINT_ENTRIES = re.compile(r"^(last\.pt|last\.tmp|segments\.json|p\d+_b\d+_[0-9a-f]{12})$")
+
+
+def book_root() -> Path | None:
+    """Return the checkout of the book this ``corekit`` was installed from (None for an installed copy)."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "notebooks").is_dir() and (root / "lib" / "corekit").is_dir() else None
+
+
+def tracked_folder(root: Path, out: Path) -> str | None:
+    """Return the top folder (or file) of the repository ``out`` lies in when git tracks files in it (None otherwise,
+    and where git or the repository is missing)."""
+    if not out.is_relative_to(root) or out == root:
+        return None
+    rel = out.relative_to(root)
+    top = rel.parts[0]
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", f"{top}/", rel.as_posix()],
+                                capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return top if listed.returncode == 0 and listed.stdout else None
+
+
+def written_files(folder: Path) -> set[str]:
+    """Return the names :func:`record_written` listed in ``folder`` (none without a readable record)."""
+    try:
+        names = json.loads((folder / WRITTEN).read_text())
+    except (OSError, ValueError):
+        return set()
+    return set(names) if isinstance(names, list) else set()
+
+
+def record_written(path: Path) -> None:
+    """Add the file ``path`` a run just wrote to its folder's record, so that a later run may replace it."""
+    folder = path.parent
+    names = sorted(written_files(folder) | {path.name})
+    tmp = folder / f"{WRITTEN}.tmp"
+    tmp.write_text(json.dumps(names))
+    os.replace(tmp, folder / WRITTEN)
+
+
+def path_parameter_problem(path: Path, writes: str, root: Path | None) -> str | None:
+    """Return why a run may not write the path parameter ``path`` (``writes``: "file", "folder" or "outputs", the
+    notebook's ``output_dir``), None if it may.
+
+    One rule for every path the tool writes: nothing in a ``.git`` folder, through a symbolic link, in a folder or at a
+    file of the book's checkout ``root`` that git tracks (``results/`` is written only by ``--publish``); an existing
+    file only if a run of the tool wrote it (:func:`record_written`), an existing folder only if it holds nothing but
+    what runs write there (:data:`CHECKPOINT_ENTRIES`)."""
+    path = Path(os.path.abspath(path))                    # '..' folded, links kept: a link is seen, not followed
+    for part in (path, path.parent):
+        if part.is_symlink():
+            return f"{part} is a symbolic link (the tool writes through none)"
+    path = path.resolve()
+    if ".git" in path.parts:
+        return "inside a .git folder"
+    if root is not None and (path == root or tracked_folder(root, path) or path.is_relative_to(root / "results")):
+        return "a file or folder of the book's checkout that git tracks (or results/, written only by --publish)"
+    if not path.exists() or writes == "outputs":      # an output folder's files: execute's record (``--out``'s rule)
+        return None
+    if writes == "file":
+        if not path.is_file():
+            return "not a plain file"
+        if path.name not in written_files(path.parent):
+            return "an existing file that no run of this tool wrote"
+        return None
+    if not path.is_dir():
+        return "not a folder"
+    foreign = []
+    for entry in below(path):
+        if entry == path:
+            continue
+        if entry.is_symlink() or not CHECKPOINT_ENTRIES.match(entry.name):
+            foreign.append(entry.relative_to(path).as_posix())
+            if len(foreign) == 3:                     # enough to name; a large folder is not walked to its end
+                break
+    if foreign:
+        return f"a folder holding what no run of this tool wrote there ({', '.join(foreign)})"
+    return None

@@ -314,8 +314,13 @@ def injected_names(namespace: dict) -> list[str]:
 def check_output_dir(notebook: str, value: str) -> None:
     """Raise ParameterError unless the folder ``value`` (relative: to the working folder) exists or can be made, and
     takes a file."""
+    from corekit.runs import owned
+
     try:
         folder = paramspec.expand_user(value)
+        problem = owned.path_parameter_problem(folder.absolute(), "outputs", owned.book_root())
+        if problem:
+            raise ValueError(problem)
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass

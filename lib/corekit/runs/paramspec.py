@@ -106,6 +106,7 @@ class Accepts:
     choices: tuple[str, ...] = ()
     nullable: bool = False
     path: bool = False
+    writes: str = ""                            # "file" or "folder": a path the run writes (runs.owned's rule)
 
     def describe(self) -> str:
         """Return what the parameter accepts, in words."""
@@ -175,6 +176,10 @@ def accepts(default_source: str, comment: str) -> Accepts:
             if not m:
                 raise DeclarationError(f"cannot read 'length: {value}' (write N or N or more)")
             found["length"] = (int(m.group(1)), m.group(2) is None)
+        elif key == "writes":
+            if value not in ("file", "folder"):
+                raise DeclarationError(f"cannot read 'writes: {value}' (write writes: file or writes: folder)")
+            found["writes"] = value
         elif key == "one of":
             found["choices"] = tuple(v.strip() for v in value.split(","))
     return Accepts(**found)
@@ -237,7 +242,13 @@ def expand_user(text: str) -> Path:
 
 def check_parameter(name: str, comment: str, rule: Accepts, value: Any, cwd: Path) -> Any:
     """Return ``value`` as :func:`check` passes it, also checked within 64 bits, a device here and prime where declared."""
+    given = value
     value = check(value, rule, cwd)
+    if rule.writes and isinstance(value, str) and value:
+        from corekit.runs import owned
+        problem = owned.path_parameter_problem(cwd / expand_user(given), rule.writes, owned.book_root())
+        if problem:
+            raise ValueError(f"expected a path this run may write a {rule.writes} at, got {show(value)} ({problem})")
     check_int64(value)
     if name == DEVICE_PARAMETER:
         check_device(value)
