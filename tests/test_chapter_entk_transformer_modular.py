@@ -330,6 +330,10 @@ def test_claims_over_models_are_undecided_when_no_model_generalises():
         assert "no model of this run generalised" in claims[name].reason
     assert claims["final_test_accuracy_seed2"].verdict == "fail"
     assert "does not satisfy ≥ 0.99" in claims["final_test_accuracy_seed2"].reason
+    for seed in (2, 3):                       # G06: the seeds' own claims were "fail" on models that never generalised
+        for name in ("unembed_sum_alignment", "unembed_input_alignment", "alignment_peak_epoch"):
+            claim = claims[f"{name}_seed{seed}"]
+            assert claim.verdict == "undecided" and f"seed {seed} did not generalise" in claim.reason, (name, seed)
 
 
 def test_final_accuracy_is_uninformative_when_the_initial_model_passes():
