@@ -271,10 +271,7 @@ def verdict(value: Any, bound: Bound, *, nulls: tuple[Null, ...] = (), interval:
         shown = f"{k} of {n} models satisfy {bound.text}" + (
             "; not " + ", ".join(f"{m} ({_shown(value[m])})" for m in missing) if missing else "")
     else:
-        unmeasured = _unmeasured(value, interval, bound)
-        if not undecided and unmeasured:
-            undecided = "its statistic could not be measured in this run"
-        holds_ = not unmeasured and bound.test(value, interval)
+        holds_ = bound.test(value, interval)
         measured = _shown(value) + (f" (interval {_shown(list(interval))})" if interval is not None else "")
         shown = f"measured {measured} {'satisfies' if holds_ else 'does not satisfy'} {bound.text}"
     context = f" {why[0].upper()}{why[1:].rstrip('.')}." if why else ""
@@ -290,16 +287,7 @@ def verdict(value: Any, bound: Bound, *, nulls: tuple[Null, ...] = (), interval:
                          for n, labels in passing)
         return ("uninformative", f"Uninformative: {shown}, but so does the null ({said}), so the test cannot tell "
                 f"the effect from its absence.{context}", models)
-    if nulls and not any(n.measured for n in nulls):
-        said = "; ".join(n.what for n in nulls)
-        return ("undecided", f"Undecided: {shown}, but its null could not be measured in this run ({said}), so the "
-                f"test cannot tell the effect from its absence.{context}", models)
     return "pass", None, models
-
-
-def _unmeasured(value: Any, interval: tuple[float, float] | None, bound: Bound) -> bool:
-    """Return whether the statistic was not measured: None (a NaN is a measured number that fails, e.g. a kernel's)."""
-    return value is None and bound.kind != "true"
 
 
 #: Marks a :func:`decide` argument left to the claim's declaration.

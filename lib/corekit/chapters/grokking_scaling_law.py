@@ -219,7 +219,7 @@ def shard_problem(specs: Sequence[RunSpec], settings: SweepSettings,
 
 
 def shard_name(specs: Sequence[RunSpec], settings: SweepSettings) -> str:
-    """Return the name of a shard's checkpoint folder and record: modulus, batch size and :func:`_shard_key`."""
+    """Return the name of a shard's checkpoint folder and record: modulus, batch size and the hash of its specs and settings."""
     return f"p{specs[0].p}_b{specs[0].batch_size}_{_shard_key(specs, settings)}"
 
 
@@ -777,7 +777,11 @@ def _exponent_claims(f: Findings, far: list[float], p_c: float) -> list[Claim]:
     censored = sum(r.censored for r in f.results)
     omegas = list(sf.omega_points)
     omega_null = exponent_interval(scaling.permuted_points(sf.omega_points, seed=0), f.n_boot)
+    fitted = "ω" in sf.exponents and math.isfinite(omega_k.low) and math.isfinite(omega_k.high)
     out = [decide(_SPEC["omega_exponent"], round(omega_k.estimate, 3), interval=_rounded(omega_k),
+                  undecided=None if fitted else f"no power law in ω could be fitted ({censored} runs censored: fewer "
+                                                "than two weight decays have a grokked run); longer runs "
+                                                "(omega_max_epochs) decide it",
                   statistic=f"power-law exponent of τ in ω ({omega_k.describe()} of the seeds beside it)",
                   null=Null("the same fit with τ permuted among the ω sweep's runs", round(omega_null.estimate, 3),
                             interval=_rounded(omega_null)),
