@@ -73,7 +73,16 @@ def test_results_page_counts_are_the_metrics_files(site):
         assert publish.counts_text(counts) in after[:600], f"{name}: counts differ"
         cut = [c["id"] for c in run.metrics["claims"] if " ".join(c["target"].split()) not in text]
         assert not cut, f"{name}: targets not shown in full on the results page: {cut}"
-    assert tally in text_of(site / "book" / "intro.html")
+    statements = tally_text(publish.readings_of(REPO, runs))
+    front = text_of(site / "book" / "intro.html")
+    assert statements in text and statements in front              # the front page and the results page count alike
+    assert front.index(statements) < front.index("The two papers")  # the table comes first
+
+
+def tally_text(readings) -> str:
+    """Return the statements' headline as the page's text shows it."""
+    from corekit.report.pages import tally_sentence
+    return " ".join(tally_sentence(readings).translate(str.maketrans("‘’“”", "''\"\"")).split())
 
 
 def test_every_figure_enlarges_on_a_click(site):

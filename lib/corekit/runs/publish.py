@@ -23,15 +23,17 @@ import os
 import re
 import shutil
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Iterator
 
 from corekit import oracle
+from corekit.report.pages import chapter_findings, front_section, results_section, statements_json, tally_sentence
+from corekit.report.reading import COLOUR, RULE, WORDS, Reading, read_all
+from corekit.report.reading import tally as statement_tally
 from corekit.runs import owned, vouch
 from corekit.runs.claims import VERDICT_STYLE, id_html, kind_of, verdict_of
-from corekit.runs.claims_view import claims_html, model_name, models_summary, per_model_values, shorten_lists, value_summary
+from corekit.runs.claims_view import claims_html, model_name, models_summary, per_model_values, value_summary
 from corekit.runs.errors import CorekitError, Problems
 from corekit.runs.notebooks import (
     NOTEBOOK_NAME,
@@ -344,7 +346,7 @@ def record_markdown(nb: Notebook, run: Run) -> str:
     if reason:
         lines += ["", ":::{warning}", f"This page may be out of date: {reason}. Re-run it with "
                   f"`corekit run {nb.name} --profile {profile} --publish`.", ":::"]
-    box = verdict_box(metrics, against_paper(nb, metrics), own=bool(nb.declared.get("own_hypotheses")))
+    box = verdict_box(metrics, own=bool(nb.declared.get("own_hypotheses")))
     return "\n".join(lines + ["", reproduce_markdown(nb, metrics), "", box])
 
 
@@ -381,52 +383,60 @@ def run_command(name: str, metrics: dict) -> str:
 MACHINE_SETTINGS = ("device", "cpu_threads")
 
 
-def against_paper(nb: Notebook, metrics: dict) -> str:
-    """Return a sentence saying how the run's settings differ from the chapter's paper profile
-    (``notebooks/params/paper/NAME.yaml``): "p 31 (paper profile: 53), ...", or that they are its settings."""
+def setting_differences(nb: Notebook, metrics: dict) -> list[tuple[str, str, str]]:
+    """Return the run's settings that differ from the chapter's paper profile (``notebooks/params/paper/NAME.yaml``)
+    as (parameter, the run's value, the profile's value) in plain text; machine settings and paths left out."""
     if not nb.paper_profile.is_file():
-        return ""
+        return []
     paper, rules = read_profile(nb, "paper"), accepted_values(nb)
     ran = metrics.get("parameters") or {}
-    differ = [f"`{k}` {cell(ran[k], None)} (paper profile: {cell(v, None)})" for k, v in paper.items()
-              if k in ran and ran[k] != v and k not in MACHINE_SETTINGS and not (k in rules and rules[k].path)]
+    return [(k, format_value(ran[k]), format_value(v)) for k, v in paper.items()
+            if k in ran and ran[k] != v and k not in MACHINE_SETTINGS and not (k in rules and rules[k].path)]
+
+
+def against_paper(nb: Notebook, metrics: dict) -> str:
+    """Return a sentence saying how the run's settings differ from the chapter's paper profile
+    (:func:`setting_differences`), or that they are its settings ("" without a paper profile)."""
+    if not nb.paper_profile.is_file():
+        return ""
+    differ = [f"`{k}` {cell(ran, None)} (paper profile: {cell(paper, None)})"
+              for k, ran, paper in setting_differences(nb, metrics)]
     if not differ:
         return "This run used the settings of the paper profile."
     return f"Against the paper profile, this run used {'; '.join(differ)}."
 
 
 def verdict_box(metrics: dict, settings: str = "", own: bool = False) -> str:
-    """Return the MyST box that opens a chapter with its verdict: the tested claims by kind (:func:`verdict_line`;
-    ``own``: a chapter of the book's own hypotheses), the counts by verdict (the run's metrics), how its settings
-    differ from the paper profile (``settings``) and, folded, every claim that is not a pass with the run's reason."""
+    """Return the paragraph of a chapter's run verdict: the tested claims by kind (:func:`verdict_line`; ``own``: a
+    chapter of the book's own hypotheses), the counts by verdict (the run's metrics) and how its settings differ
+    from the paper profile (``settings``); every claim's reason is in the claims table the box points to."""
     counts, line = tally(metrics), verdict_line(metrics, own=own)
-    lines = ["::::{admonition} Verdict of this run", ":class: corekit-verdict tip",
-             f"{line[:1].upper()}{line[1:]}. Counts: {counts_text(counts)} (claims table at the end of the page"
-             + (", folded" if folded(metrics) else "") + ")."
-             + (f" {settings}" if settings else "")]
-    open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
-    if open_claims:
-        lines += ["", ":::{admonition} Why the claims that do not pass do not pass", ":class: dropdown"]
-        lines += [f"- `{c['id']}` ({VERDICT_STYLE[verdict_of(c)][0]}): {reason_line(c)}" for c in open_claims]
-        lines += [":::"]
-    return "\n".join(lines + ["::::"])
+    return (f"**Verdict of this run.** {line[:1].upper()}{line[1:]}. Counts: {counts_text(counts)} (each claim with "
+            "its reason in the claims table at the end of the page" + (", folded" if folded(metrics) else "") + ")."
+            + (f" {settings}" if settings else ""))
 
 
 #: The word a reason opens with that repeats its verdict ("Fails: ", "Uninformative: ", "Undecided: ").
 LEAD = re.compile(r"^(Fails|Uninformative|Undecided): ")
 
 
-def reason_line(claim: dict) -> str:
-    """Return a claim's reason (else its ``why``) for one line of Markdown, long lists in it cut short."""
-    return cell(shorten_lists(claim.get("reason") or claim.get("why") or "no reason recorded"), None)
+#: Where a reason's first sentence ends: a full stop (not of a number or an abbreviation) before a capital letter.
+SENTENCE_END = re.compile(r"(?<=[a-z)\]'\"%0-9]\.)\s+(?=[A-Z(])")
 
 
-def inject_record(staged: Path, markdown: str) -> None:
-    """Insert ``markdown`` as a cell right after the page title of the staged notebook ``staged``."""
+def first_sentence(claim: dict) -> str:
+    """Return a claim's reason (else its ``why``) cut to its first whole sentence, without its verdict word, for one
+    line of Markdown."""
+    reason = LEAD.sub("", claim.get("reason") or claim.get("why") or "no reason recorded")
+    return cell(SENTENCE_END.split(reason, maxsplit=1)[0], None)
+
+
+def inject_record(staged: Path, markdown: str, tag: str = "corekit-run-record") -> None:
+    """Insert ``markdown`` as a cell (tagged ``tag``) right after the page title of the staged notebook ``staged``."""
     import nbformat
 
     notebook = nbformat.read(staged, as_version=4)
-    record = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": ["corekit-run-record"]})
+    record = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": [tag]})
     at = 0
     if notebook.cells and notebook.cells[0].cell_type == "markdown":
         lines = notebook.cells[0].source.splitlines()
@@ -562,10 +572,6 @@ def title(run: Run) -> str:
     return run.name
 
 
-#: Bar colours of the tally figure, one per verdict (:data:`corekit.verdicts.VERDICTS`).
-TALLY_COLOURS = tuple(VERDICT_STYLE[v][1] for v in VERDICTS)
-
-
 def tally(metrics: dict, kinds: Collection[str] | None = None, own: bool = False) -> dict[str, int]:
     """Return {verdict: number of the run's claims with it} over every verdict of :data:`corekit.verdicts.VERDICTS`,
     counting only the claims of ``kinds`` when given (a chapter of the book's own hypotheses when ``own``,
@@ -660,24 +666,27 @@ def front_tally(runs: dict[str, Run], own: Collection[str], papers_of: dict[str,
     return sentence
 
 
-def tally_figure(runs: dict[str, Run], path: Path) -> Path:
-    """Return ``path`` after saving the stacked bars of pass / fail / reported claims per chapter."""
+def tally_figure(readings: list[Reading], path: Path) -> Path:
+    """Return ``path`` after saving the stacked bars of each chapter's statements by verdict in words (what the
+    headline counts: :func:`corekit.report.pages.tally_sentence`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [f"{n[:2]} · {textwrap.shorten(title(runs[n]), 40, placeholder=' …')}" for n in runs]
-    counts = [tally(runs[n].metrics) for n in runs]
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(names) + 1.0), layout="constrained")
-    left = [0] * len(names)
-    for key, colour in zip(VERDICTS, TALLY_COLOURS):
-        widths = [c[key] for c in counts]
-        ax.barh(names, widths, left=left, color=colour, label=key)
-        left = [a + b for a, b in zip(left, widths)]
+    chapters = list(dict.fromkeys(r.statement.chapter for r in readings))
+    counts = {c: statement_tally([r for r in readings if r.statement.chapter == c]) for c in chapters}
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(chapters) + 1.4), layout="constrained")
+    left = [0] * len(chapters)
+    for word in WORDS:
+        widths = [counts[c].get(word, 0) for c in chapters]
+        if any(widths):
+            ax.barh([c[:2] for c in chapters], widths, left=left, color=VERDICT_STYLE[COLOUR[word]][1], label=word)
+            left = [a + b for a, b in zip(left, widths)]
     ax.invert_yaxis()
-    ax.set_xlabel("claims")
-    ax.legend(ncol=len(VERDICTS), loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False)
+    ax.set_xlabel("statements")
+    ax.set_ylabel("chapter")
+    ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8, frameon=False)
     fig.savefig(path, dpi=150, facecolor="white", bbox_inches="tight")
     plt.close(fig)
     return path
@@ -719,20 +728,24 @@ def table_box(rows: list[str]) -> list[str]:
 
 def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str, tuple[str, str]],
                  tally_image: str | None = None, oracle_dir: Path | None = None, own: Collection[str] = (),
-                 papers: dict[str, str] | None = None) -> str:
-    """Return the MyST markdown of the results page, a reproduction report: the tally (``own``: the chapters that test
-    the book's own hypotheses; ``papers``: chapter -> its paper), one row per chapter, then each chapter's headline
-    figure (``figures``: name -> (staged image, caption)) and claims; ``oracle_dir`` holds the authors' records."""
+                 papers: dict[str, str] | None = None, readings: list[Reading] | None = None) -> str:
+    """Return the MyST markdown of the results page, a reproduction report: the statements' tally and its rule
+    (``readings``), the claims' tally (``own``: the chapters that test the book's own hypotheses; ``papers``: chapter
+    -> its paper), one row per chapter, then each chapter's statements, headline figure (``figures``: name ->
+    (staged image, caption)) and claims; ``oracle_dir`` holds the authors' records."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["# What reproduces", "",
-             f"**{front_tally(runs, own, papers)}** Each row is one chapter's run (its page shows how the run was made); "
-             "the sections below give every claim with the paper's value, ours, the authors' code on the same "
-             f"weights where it was run, the target and the verdict. Generated from the metrics files ({stamp}).",
-             ""]
+    readings = readings or []
+    lines = ["# What reproduces", "", f"**{tally_sentence(readings)}**" if readings else "",
+             "", f"How a statement is decided: {RULE}", "",
+             f"Counted by claim instead (a statement is tested by one or more claims): {front_tally(runs, own, papers)} "
+             "Each row of the table below is one chapter's run (its page shows how the run was made); the sections "
+             "after it give each chapter's statements in full and every claim with the paper's value, ours, the "
+             f"authors' code on the same weights where it was run, the target and the verdict. Generated from the "
+             f"metrics files ({stamp}).", ""]
     if tally_image:
-        lines += [f":::{{figure}} {tally_image}", ":alt: claims per chapter", ":width: 100%", "",
-                  "Claims per chapter by verdict: pass (green), uninformative (its null passes too; ochre), fail "
-                  "(red), undecided at this profile (blue), reported without a test (grey).", ":::", ""]
+        lines += [f":::{{figure}} {tally_image}", ":alt: statements per chapter by verdict", ":width: 100%", "",
+                  "The papers' statements and the book's own hypotheses per chapter, by verdict in words (the "
+                  "headline's counts).", ":::", ""]
     lines += ["::::{div} corekit-overview", "", *overview_table(runs, own), "", "::::", ""]
     for name, run in runs.items():
         metrics = run.metrics
@@ -745,12 +758,12 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
             image, caption = figures[name]
             lines += [f":::{{figure}} {image}", f":alt: {name} headline figure", ":width: 75%", "", caption, ":::",
                       ""]
+        lines += results_section(name, readings)
         record = oracle_claims(run, oracle_dir)
         n = len(metrics.get("claims", []))
         open_claims = [c for c in metrics.get("claims", []) if verdict_of(c) in ("fail", "uninformative", "undecided")]
         if open_claims:
-            items = [f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {LEAD.sub('', reason_line(c))}"
-                     for c in open_claims]
+            items = [f"- {id_cell(c['id'])} {VERDICT_HTML[verdict_of(c)]}: {first_sentence(c)}" for c in open_claims]
             lines += ["Its claims that do not pass, and why, one line each (the whole reason is in its claims table "
                       "below and on the chapter's page):", "", "::::{div} corekit-reasons", "", *items, "", "::::", ""]
         table = chapter_claims_html(run, quick.get(name) if run.published else None, oracle_dir, per_model=False)
@@ -772,18 +785,39 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
     return "\n".join(lines)
 
 
+def readings_of(root: Path, runs: dict[str, Run]) -> list[Reading]:
+    """Return the reading of every statement (:mod:`corekit.report`) whose chapter has a run among ``runs``."""
+    return read_all({name: run.metrics.get("claims", []) for name, run in runs.items()},
+                    {name: setting_differences(Notebook(root, name), run.metrics) for name, run in runs.items()})
+
+
+#: The staged page the front page includes (``book/intro.md``): the statements table, written at build time.
+FRONT_STATEMENTS = "book/statements_front.md"
+#: The staged machine-readable copy of the statements table, linked from the front page.
+STATEMENTS_JSON = "book/_static/statements.json"
+
+
 def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dict]) -> None:
-    """Open each staged chapter with its run record, write the results page (if ``_toc.yml`` lists it) and set the
-    front page's tally (the ``claims_tally`` substitution)."""
+    """Open each staged chapter with what it finds and its run record, write the front page's statements table and
+    its JSON, the results page (if ``_toc.yml`` lists it) and the claims' substitutions."""
     sources = stage / SOURCES
     sources.mkdir(parents=True, exist_ok=True)
+    readings = readings_of(root, runs)
     for name, run in runs.items():
         shutil.copy2(Notebook(root, name).py, sources / f"{name}.py")
-        inject_record(stage / "notebooks" / f"{name}.ipynb", record_markdown(Notebook(root, name), run))
-        restage_claims_table(stage / "notebooks" / f"{name}.ipynb", chapter_claims_html(run, None, root / "results" / "oracle"),
+        staged = stage / "notebooks" / f"{name}.ipynb"
+        inject_record(staged, record_markdown(Notebook(root, name), run))
+        inject_record(staged, chapter_findings(name, readings, run.metrics.get("claims", []),
+                                               against_paper(Notebook(root, name), run.metrics)), "corekit-finds")
+        restage_claims_table(staged, chapter_claims_html(run, None, root / "results" / "oracle"),
                              len(run.metrics.get("claims", [])))
+    ran = {name: (run.metrics.get("profile", "?"), (run.metrics.get("environment") or {}).get("device") or "a device "
+                  "not recorded") for name, run in runs.items()}
+    (stage / FRONT_STATEMENTS).write_text(front_section(readings, ran))
+    (stage / STATEMENTS_JSON).parent.mkdir(parents=True, exist_ok=True)
+    (stage / STATEMENTS_JSON).write_text(statements_json(readings))
     own, papers = own_hypotheses(root, runs), papers_of(root, runs)
-    set_substitutions(stage, {"claims_tally": front_tally(runs, own, papers)} | claim_substitutions(runs, root))
+    set_substitutions(stage, claim_substitutions(runs, root))
     set_sphinx_config(stage, {"corekit_run_commands": {f"notebooks/{name}": run_command(name, run.metrics)
                                                        for name, run in runs.items()}})
     if RESULTS_PAGE not in toc_files(root):
@@ -796,9 +830,9 @@ def decorate(root: Path, stage: Path, runs: dict[str, Run], quick: dict[str, dic
         if chosen:
             shutil.copy2(chosen[0], gallery_dir / f"{name}{chosen[0].suffix}")
             figures[name] = (f"gallery/{name}{chosen[0].suffix}", chosen[1])
-    tally_image = tally_figure(runs, gallery_dir / "tally.png") if runs else None
+    tally_image = tally_figure(readings, gallery_dir / "tally.png") if runs else None
     (stage / f"{RESULTS_PAGE}.md").write_text(results_page(runs, quick, figures, tally_image and "gallery/tally.png",
-                                                           root / "results" / "oracle", own, papers))
+                                                           root / "results" / "oracle", own, papers, readings))
 
 
 def set_substitutions(stage: Path, texts: dict[str, str]) -> None:
