@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tinyrepo import corekit
 
 from corekit.report import reading
 from corekit.report.pages import statements_json, tally_sentence
@@ -99,7 +100,8 @@ def test_an_undecided_claim_says_where_its_value_lies():
 def test_the_published_statements_file_is_what_the_metrics_give():
     readings = publish.readings_of(REPO, RUNS)
     assert (REPO / "results" / "statements.json").read_text() == statements_json(readings), \
-        "results/statements.json is stale: run python -m corekit.report"
+        "results/statements.json is stale: run corekit statements"
+    assert corekit("statements", "--check", root=REPO).returncode == 0
 
 
 def test_the_headline_counts_every_papers_statement_once_split_by_setting():

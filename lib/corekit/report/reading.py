@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from corekit.report.statements import BOOK, OWN, STATEMENTS, Statement
-from corekit.runs.claims import verdict_of
 
 REPRODUCES = "reproduces"
 REPRODUCES_ELSEWHERE = "reproduces at another setting"
@@ -33,6 +33,16 @@ RULE = ("A statement is decided by the claims it names, on the paper's own model
         "setting is the paper's when none of the parameters bearing on it differs from the chapter's paper profile "
         "and the profile itself lacks nothing of the paper's. The book's own hypotheses hold or do not hold, by the same "
         "rule.")
+
+
+def verdict_of(claim: dict) -> str:
+    """Return a metrics file's claim verdict (pass, fail, uninformative, undecided, reported)."""
+    return claim.get("verdict") or "reported"
+
+
+def plain_value(claim: dict) -> str:
+    """Return a claim's measured value as text (the publishing code passes a richer one: k of n and the worst)."""
+    return str(claim.get("measured"))
 
 
 def matches(pattern: str, claim_id: str) -> bool:
@@ -76,6 +86,7 @@ class Reading:
     claims: list[tuple[dict, str, str | None]] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     shown: list[dict] = field(default_factory=list)
+    describe: Callable[[dict], str] = plain_value
 
     @property
     def at_paper_setting(self) -> bool:
@@ -91,11 +102,9 @@ class Reading:
         """Return what the run measured, in one line: each deciding claim's value (``first``: the first claim's and
         how many more there are, unless not ``more``), its verdict and (over models) how many models meet the bound and
         the worst one."""
-        from corekit.runs.claims_view import models_summary, value_summary
-
         parts = []
         for claim, verdict, note in self.claims[:1] if first else self.claims:
-            value = note or models_summary(claim) or value_summary(claim.get("measured"))
+            value = note or self.describe(claim)
             parts.append(f"{claim['id']} {value} ({verdict}{_position(claim) if verdict == 'undecided' else ''})")
         extra = len(self.claims) - len(parts) if more else 0
         return "; ".join(parts) + (f" and {extra} more claim{'s' * (extra > 1)}" if extra else "") if parts else \
@@ -147,16 +156,18 @@ def _position(claim: dict) -> str:
     return ""
 
 
-def decide(statement: Statement, claims: list[dict], differences: list[tuple[str, str, str]]) -> Reading:
+def decide(statement: Statement, claims: list[dict], differences: list[tuple[str, str, str]],
+           describe: Callable[[dict], str] = plain_value) -> Reading:
     """Return the statement's reading off one run's ``claims``, ``differences`` being the run's settings that differ
-    from the chapter's paper profile as (parameter, the run's value, the paper profile's)."""
+    from the chapter's paper profile as (parameter, the run's value, the paper profile's) and ``describe`` how a
+    claim's value is written."""
     own = statement.paper == BOOK
     bearing = statement.bearing
     setting = [] if own else [f"{k} {ran} (paper profile: {paper})" for k, ran, paper in differences
                               if bearing is None or k in bearing] + list(statement.always_differs)
     deciding = [(c, *on_models(c, statement.models)) for c in named(claims, statement.decide)]
     reading = Reading(statement, SHOWN, setting, deciding, named(claims, statement.checks),
-                      named(claims, statement.shown))
+                      named(claims, statement.shown), describe)
     verdicts = {v for _, v, _ in deciding}
     elsewhere = bool(setting)
     if "fail" in verdicts:
@@ -171,9 +182,10 @@ def decide(statement: Statement, claims: list[dict], differences: list[tuple[str
 
 
 def read_all(claims_by_chapter: dict[str, list[dict]], differences: dict[str, list[tuple[str, str, str]]],
+             describe: Callable[[dict], str] = plain_value,
              statements: tuple[Statement, ...] = STATEMENTS + OWN) -> list[Reading]:
     """Return the reading of every statement whose chapter ran (``claims_by_chapter``: chapter -> its claims)."""
-    return [decide(s, claims_by_chapter[s.chapter], differences.get(s.chapter, [])) for s in statements
+    return [decide(s, claims_by_chapter[s.chapter], differences.get(s.chapter, []), describe) for s in statements
             if s.chapter in claims_by_chapter]
 
 

@@ -6,6 +6,7 @@
     corekit book --published [--fallback-quick] [--out DIR] [--executed DIR]
     corekit adopt DIR [NOTEBOOK]... [--check] [--force]
     corekit list
+    corekit statements [--check]
 
 A notebook is ``notebooks/NN_name.py`` (jupytext py:percent, the source of truth) paired with
 ``notebooks/NN_name.ipynb``. ``run`` checks every parameter against what the notebook declares
@@ -492,6 +493,21 @@ def book_out(out: Path) -> Path:
     return prepare_out(out)
 
 
+def cmd_statements(args: argparse.Namespace) -> int:
+    """``corekit statements [--check]``: write (or check) the published edition's statements table."""
+    from corekit.runs import publish
+
+    root = find_root()
+    path, text = root / publish.STATEMENTS_FILE, publish.published_statements(root)
+    if args.check:
+        if not path.is_file() or path.read_text() != text:
+            raise CorekitError(f"{publish.STATEMENTS_FILE} is not what the published runs give: run corekit statements")
+        return 0
+    path.write_text(text)
+    print(f"wrote {publish.STATEMENTS_FILE}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """``corekit list``: every notebook with its parameters and their defaults."""
     root = find_root()
@@ -592,10 +608,12 @@ def build_parser() -> argparse.ArgumentParser:
     adopt.add_argument("--force", action="store_true", help="replace a published run even of a larger profile")
 
     commands.add_parser("list", help="list the notebooks with their parameters and defaults")
+    statements = commands.add_parser("statements", help="write results/statements.json from the published runs")
+    statements.add_argument("--check", action="store_true", help="exit 1, writing nothing, when the file is stale")
     return parser
 
 
-COMMANDS = {"run": cmd_run, "book": cmd_book, "adopt": cmd_adopt, "list": cmd_list}
+COMMANDS = {"run": cmd_run, "book": cmd_book, "adopt": cmd_adopt, "list": cmd_list, "statements": cmd_statements}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -788,7 +788,17 @@ def results_page(runs: dict[str, Run], quick: dict[str, dict], figures: dict[str
 def readings_of(root: Path, runs: dict[str, Run]) -> list[Reading]:
     """Return the reading of every statement (:mod:`corekit.report`) whose chapter has a run among ``runs``."""
     return read_all({name: run.metrics.get("claims", []) for name, run in runs.items()},
-                    {name: setting_differences(Notebook(root, name), run.metrics) for name, run in runs.items()})
+                    {name: setting_differences(Notebook(root, name), run.metrics) for name, run in runs.items()},
+                    lambda claim: models_summary(claim) or value_summary(claim.get("measured")))
+
+
+#: The machine-readable statements table of the published edition (``corekit statements`` writes it).
+STATEMENTS_FILE = f"{RESULTS}/statements.json"
+
+
+def published_statements(root: Path) -> str:
+    """Return ``statements.json`` as the published runs in ``root/results`` give it."""
+    return statements_json(readings_of(root, published_runs(root, toc_notebooks(root), None)))
 
 
 #: The staged page the front page includes (``book/intro.md``): the statements table, written at build time.
