@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from corekit.report.statements import BOOK, OWN, STATEMENTS, Statement
+from corekit.verdicts import format_value
 
 REPRODUCES = "reproduces"
 REPRODUCES_ELSEWHERE = "reproduces at another setting"
@@ -66,15 +67,8 @@ def on_models(claim: dict, models: tuple[str, ...]) -> tuple[str, str | None]:
     if not ours:
         return verdict, None
     failing = [m for m in ours if m in (info.get("failing") or [])]
-    shown = ", ".join(f"{m} ({_number(value[m])})" for m in ours)
+    shown = ", ".join(f"{m} ({format_value(value[m])})" for m in ours)
     return ("fail" if failing else "pass"), f"on the paper's models {shown}, of the {info.get('n')} the run has"
-
-
-def _number(x: object) -> str:
-    """Return a number with four significant digits, anything else as text."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return str(x)
-    return f"{x:.4g}" if isinstance(x, float) else f"{x:,}"
 
 
 @dataclass
@@ -152,7 +146,7 @@ def _position(claim: dict) -> str:
     if isinstance(paper, (int, float)) and isinstance(value, (int, float)) and not isinstance(value, bool):
         low, high = claim.get("interval") or (value, value)
         side = "within" if low <= paper <= high else "above" if low > paper else "below"
-        return f", {side} the paper's {_number(paper)}"
+        return f", {side} the paper's {format_value(paper)}"
     return ""
 
 
