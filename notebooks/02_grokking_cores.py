@@ -52,6 +52,8 @@
 # the blocks, none on the embeddings) with a causal mask in both layers, d_model 128, input $[a, b]$,
 # their split (`RandomState(42)`, the first half for training), AdamW lr 1e-3 with default betas,
 # ω = 1, batch 512, 20,001 epochs, and the ω → 0 branch resumed after 901 epochs with a fresh AdamW.
+# It runs seed by seed (`shard_records`; `scripts/train-shards.py 02_grokking_cores --profile paper`
+# trains one seed's two models and writes its record, resuming from `checkpoint_dir` when interrupted).
 # The `cpu` profile (`notebooks/params/cpu/02_grokking_cores.yaml`) keeps all of that, the paper's
 # $p = 53$, learning rate and fork at epoch 901 included, and changes only the width: d_model 64 and
 # d_mlp 256 instead of 128 and 512 (a probe of this size groks at epochs 600–800, before the fork, as
@@ -96,6 +98,7 @@ data_seed: int = 0  # range: [0, inf)
 split: str = "torch"  # one of: torch, numpy; corekit's seeded randperm, or the authors' RandomState(data_seed) permutation
 export_checkpoints: str = ""  # path; writes: file; empty: none; else every checkpoint's weights go there, for scripts/oracle/cores_02.py
 checkpoint_dir: str = ""  # path; writes: folder; empty: none; else the training state is saved there every 1,000 steps and a rerun resumes from it
+shard_records: str = ""  # path; empty: none; else a folder of finished seeds' records (scripts/train-shards.py), re-read instead of trained again; a seed without one trains alone
 device: str = "auto"
 cpu_threads: int = 0  # range: [0, inf); CPU threads (0: as many as cores are free when the run starts)
 output_dir: str = ""  # path; empty: the claims table and figures stay in the executed notebook only; else NAME.metrics.json and figures/NAME/ go there
@@ -108,12 +111,10 @@ from IPython.display import display
 from corekit import plots
 from corekit.chapters import grokking_cores
 from corekit.chapters.grokking_cores import ANALYSES
-from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.plots import integer_ticks, panel_grid
 from corekit.runs.session import setup
 from corekit.tables import table
 from corekit.tasks.modular import modular_addition
-from corekit.train import steps_per_epoch, train_ensemble
 
 claims, figures, dev = setup("02_grokking_cores", globals())
 task = modular_addition(p, train_frac, seed=data_seed, split=split)
@@ -127,56 +128,65 @@ task = modular_addition(p, train_frac, seed=data_seed, split=split)
 # Checkpoints are every `checkpoint_every` epochs up to `dense_until`, then every
 # `checkpoint_every_after` (the authors: 100 and 500 up to and after epoch 2,000), plus the fork
 # (`grokking_cores.checkpoint_steps`).
+#
+# Training (`grokking_cores.train_branches`) and everything the rest of the chapter measures on the
+# weights (`grokking_cores.measure`: ACE at every checkpoint and the controls, described in the sections
+# below) happen in this one cell, so that a long run can be taken seed by seed: with `shard_records`
+# (the paper profile) each seed's two models train alone and their measurement is kept in a record of
+# that seed (`scripts/train-shards.py`, one seed at a time, resumable), which this cell re-reads. A
+# seed's analysis reads only its own models (its own memorisation and grokking checkpoints), so a run
+# by seed gives the numbers of one ensemble.
 
 # %%
-x, labels = task.tokens(equals_token), task.labels
-train_set, test_set = task.datasets(equals_token)
 S = len(seeds)
-config = TransformerConfig(vocab=p + int(equals_token), n_ctx=x.shape[1], d_model=d_model, n_heads=n_heads,
-                           d_mlp=d_mlp, n_layers=n_layers, norm=norm, dropout=dropout, causal=causal,
-                           qkv_bias=qkv_bias, init=init, n_out=p, embedding_dropout=embedding_dropout)
-model = BatchedTransformer(config, seeds + seeds).to(dev)
-epoch_steps = steps_per_epoch(len(train_set), batch_size, drop_last)
-steps, fork_step = epochs * epoch_steps, fork_epoch * epoch_steps
-checkpoints = grokking_cores.checkpoint_steps(epochs, epoch_steps, fork_epoch, checkpoint_every, dense_until,
-                                              checkpoint_every_after)
-history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=batch_size or None, lr=lr,
-                         betas=tuple(betas), weight_decay={0: weight_decay, fork_step: [weight_decay] * S + [0.0] * S},
-                         optimizer_reset={fork_step: [False] * S + [True] * S} if reset_optimizer_at_fork else None,
-                         drop_last=drop_last, eval_every=max(1, steps // 100), snapshot_steps=checkpoints,
-                         checkpoint_dir=checkpoint_dir or None)
-test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")      # (steps, 2S)
+epoch_steps, checkpoints = grokking_cores.schedule(claims.parameters, len(task.train_idx))
+fork_step = fork_epoch * epoch_steps
+if shard_records:
+    measured, seed_records = grokking_cores.measure_by_seed(claims.parameters, task, dev, shard_records,
+                                                            checkpoint_dir or None)
+    display(table(seed_records, caption="Where each seed's measurement came from (its record, or trained here)"))
+else:
+    model, history = grokking_cores.train_branches(claims.parameters, seeds, task, dev, checkpoint_dir or None)
+    measured = grokking_cores.measure(model, history, checkpoints, grokking_cores.analysis_data(task, equals_token, dev),
+                                      energy_threshold)
+    if export_checkpoints:
+        export_path = grokking_cores.export_checkpoints(export_checkpoints, model.config, seeds + seeds,
+                                                        history.snapshots, checkpoints, epoch_steps, p=p, split=split,
+                                                        data_seed=data_seed, train_frac=train_frac)
+        export_sha256 = claims.record_export("checkpoints", export_path)   # results/oracle/02.json must name the same
+        print(f"checkpoints written to {export_path.name}, sha256 {export_sha256}")
+test_acc, train_acc = measured.test_acc, measured.train_acc      # (steps, 2S)
 
 # %% [markdown]
-# The grokking point is the grokking step (`corekit.curves.grokking_step`: the first evaluated step
-# with test accuracy ≥ 0.99) of the weight-decay ensemble taken as a whole: the first checkpoint at
-# which every weight-decay model has reached it. "Before grokking" is the memorisation checkpoint:
-# the first at which every weight-decay model fits its training pairs (accuracy ≥ 0.99), or the
-# checkpoint just before grokking if memorisation and grokking share a checkpoint
-# (`grokking_cores.grokking_points`). {numref}`fig-02-accuracy` shows every model's held-out accuracy in
-# both branches, with the fork and the grokking step.
+# Each seed's grokking checkpoint is the first at which its ω model's test accuracy is ≥ 0.99
+# (`corekit.curves.grokking_step`); its "before grokking" checkpoint is its memorisation checkpoint, the
+# first at which that model fits its training pairs (accuracy ≥ 0.99), or the checkpoint just before its
+# grokking if the two coincide (`grokking_cores.grokking_points`). Every claim reads each seed at its own
+# checkpoints; the figures mark the step at which the last ω seed has grokked. {numref}`fig-02-accuracy`
+# shows every model's held-out accuracy in both branches, with the fork and that step.
 
 # %%
-ckpt_test_acc, ckpt_train_acc = (grokking_cores.at_checkpoints(history, c, checkpoints) for c in (test_acc, train_acc))
-points = grokking_cores.grokking_points(checkpoints, ckpt_test_acc, ckpt_train_acc, S)    # accuracies (C, 2S)
+ckpt_test_acc, ckpt_train_acc = (measured.at_checkpoints(c) for c in (test_acc, train_acc))   # (C, 2S)
+points = measured.points
 grok_step, memorised_step, has_grok = points.grok_step, points.memorised_step, points.has_grok
-i_grok, i_before, final = points.i_grok, points.i_before, points.final
+i_grok, i_before, final = points.seed_i_grok, points.seed_i_before, points.final                # (S,), (S,), index
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy of every model (solid: the weight-decay branch; dashed: the branch whose weight decay drops to 0 at the fork, dotted grey) and the training accuracy (grey), with the grokking step (dashed black).", "name": "fig-02-accuracy"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out accuracy of every model (solid: the weight-decay branch; dashed: the branch whose weight decay drops to 0 at the fork, dotted grey) and the training accuracy (grey), with the step at which every \u03c9 seed has grokked (dashed black).", "name": "fig-02-accuracy"}}
 fig, ax = plt.subplots(figsize=(8, 3.6))
 for m in range(2 * S):
     style = "-" if m < S else "--"
     branch = f"ω={weight_decay}" if m < S else "ω→0"
-    ax.plot(history.steps, test_acc[:, m], style, label=f"test, seed {seeds[m % S]}, {branch}")
-ax.plot(history.steps, train_acc[:, :S].mean(1), color="0.4", lw=1, label="train (mean, ω branch)")
+    ax.plot(measured.steps, test_acc[:, m], style, label=f"test, seed {seeds[m % S]}, {branch}")
+ax.plot(measured.steps, train_acc[:, :S].mean(1), color="0.4", lw=1, label="train (mean, ω branch)")
 ax.axvline(fork_step, color="0.6", ls=":", label="fork (ω→0)")
 if grok_step is not None:
-    ax.axvline(grok_step, color="black", ls="--", lw=1, label="grokking")
+    ax.axvline(grok_step, color="black", ls="--", lw=1, label="every ω seed grokked")
 ax.set(xlabel="step", ylabel="accuracy", title=f"a + b mod {p}")
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 figures.save(fig, "accuracy")
 plt.show()
-print("memorised at step:", memorised_step, " grokking step:", grok_step)
+print("each ω seed memorised at step", [checkpoints[i] for i in i_before], "and grokked at step",
+      [checkpoints[i] for i in i_grok])
 
 # %% [markdown]
 # ## ACE at every checkpoint, two ways
@@ -200,15 +210,8 @@ print("memorised at step:", memorised_step, " grokking step:", grok_step)
 # "authors" analysis.
 
 # %%
-dev_data = [t.to(dev) for t in (train_set.x, test_set.x, test_set.y[:, 0], x, labels)]
-cores = grokking_cores.cores_at_checkpoints(model, history.snapshots, checkpoints, dev_data, energy_threshold)
+cores = measured.cores
 runs, ranks, fit = cores.runs, cores.ranks, cores.fit    # runs[a][key]: (C, 2S) lists; ranks, fit: arrays (C, 2S)
-if export_checkpoints:
-    export_path = grokking_cores.export_checkpoints(export_checkpoints, config, seeds + seeds, history.snapshots,
-                                                    checkpoints, epoch_steps, p=p, split=split, data_seed=data_seed,
-                                                    train_frac=train_frac)
-    export_sha256 = claims.record_export("checkpoints", export_path)   # results/oracle/02.json must name the same
-    print(f"checkpoints written to {export_path.name}, sha256 {export_sha256}")
 
 # %% [markdown]
 # ## Crystallization and inflation of the core
@@ -249,13 +252,13 @@ plt.show()
 # means inside the core (`grokking_cores.fourier_mode_count`).
 
 # %%
-table([{"checkpoint": name, "step": checkpoints[i], "test accuracy": ckpt_test_acc[i, :S].tolist(),
-        **{f"fit rank, {a}": runs[a]["fit_rank"][i][:S] for a in ANALYSES}}
-       for name, i in (("before grokking", i_before), ("at grokking", i_grok))],
-      caption=f"The ω models (seeds {', '.join(map(str, seeds))}) before and at grokking")
+table([{"seed": seed, "checkpoint": name, "step": checkpoints[i[m]], "test accuracy": float(ckpt_test_acc[i[m], m]),
+        **{f"fit rank, {a}": runs[a]["fit_rank"][i[m]][m] for a in ANALYSES}}
+       for m, seed in enumerate(seeds) for name, i in (("before grokking", i_before), ("at grokking", i_grok))],
+      caption="Each ω model before and at its grokking")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Eigenvalues of the shift operator fitted on the core, before grokking, at grokking and at the end of both branches, under both analyses: a learned modular algorithm puts them on the unit circle (the panel titles give the fraction there and the fit's R\u00b2).", "name": "fig-02-eigenvalues"}}
-panels = [(i_before, 0, "before grokking"), (i_grok, 0, "at grokking"), (final, 0, f"final, ω={weight_decay}"),
+panels = [(i_before[0], 0, "before grokking"), (i_grok[0], 0, "at grokking"), (final, 0, f"final, ω={weight_decay}"),
           (final, S, "final, ω→0")]
 fig, axes = panel_grid(2 * len(panels), ncols=2, panel=(3.6, 3.6))
 for ax, (a, (i, m, title)) in zip(axes, [(a, panel) for a in ("authors", "corekit") for panel in panels]):
@@ -303,14 +306,12 @@ plt.show()
 #   1e-6) and under centring (`grokking_cores.null_direction_ranks`).
 
 # %%
-CASES = grokking_cores.control_cases(i_grok, i_before, final)   # name: (model's checkpoint, fit rank's, shuffled)
-control = grokking_cores.exact_fit_controls(model, history.snapshots, checkpoints, dev_data, runs, CASES, S)
+control = measured.control          # [analysis][case]: per ω seed, at its own checkpoints (grokking_cores.control_cases)
 display(table([{"analysis": a, "case": name, "R²": [r[0] for r in rows], "unit-circle fraction": [r[1] for r in rows],
                 "modes": [r[2] for r in rows]} for a in ANALYSES for name, rows in control[a].items()],
               caption=f"The shift fit of each exact-fit control, per ω seed ({', '.join(map(str, seeds))})"))
 
-null = grokking_cores.null_direction_ranks(model, history.snapshots[checkpoints[i_grok]], dev_data, S, energy_threshold)
-spectrum_at_nec = grokking_cores.spectrum_at_necessary(runs["authors"], i_grok, S)
+null, spectrum_at_nec = measured.null_ranks, measured.spectrum        # each ω seed at its grokking checkpoint
 table([{"seed": seed, **{label: ranks_[m] for label, ranks_ in null.items()}, "σ²/σ₀² at that rank": spectrum_at_nec[m]}
        for m, seed in enumerate(seeds)],
       caption="The authors' necessary rank at grokking under each jitter and centring, and the authors' spectrum "
@@ -319,10 +320,10 @@ table([{"seed": seed, **{label: ranks_[m] for label, ranks_ in null.items()}, "�
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The authors' Cov\u00b7Obs spectrum at grokking, one line per seed, with the necessary rank each analysis reports (triangles: authors', circles: this library's): a rank that lands where the spectrum has already fallen by many orders of magnitude sits in numerically null directions.", "name": "fig-02-null"}}
 fig, ax = plt.subplots(figsize=(7, 3.6))
 for m in range(S):
-    spec = runs["authors"]["spectrum"][i_grok][m]
+    spec = measured.spectrum_at_grok[m]
     ax.semilogy(np.arange(1, len(spec) + 1), np.maximum(spec, 1e-18), lw=1, label=f"seed {seeds[m]}")
     for a, marker in (("authors", "v"), ("corekit", "o")):
-        r = int(runs[a]["necessary"][i_grok][m])
+        r = int(runs[a]["necessary"][i_grok[m]][m])
         ax.plot(r, max(spec[r - 1], 1e-18) if r > 0 else 1, marker, color=f"C{m}", ms=7, mfc="none")
 ax.axvline(p - 1, color="0.5", ls=":", lw=1, label="p − 1")
 ax.set(xlabel="core rank r", ylabel="σ²_r / σ²_0 (authors' extraction)", title="Cov·Obs spectrum at grokking")

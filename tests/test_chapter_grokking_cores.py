@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 
+from corekit import shard_records
 from corekit.chapters import grokking_cores
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
@@ -84,6 +85,8 @@ def test_grokking_points_on_hand_tables():
     pts = grokking_cores.grokking_points(steps, test, train, 2)
     assert (pts.grok_step, pts.memorised_step, pts.i_grok, pts.i_before, pts.final) == (30, 20, 3, 2, 4)
     assert pts.has_grok and pts.seed_grok == [3, 2] and pts.seed_memorised == [1, 2]
+    # each seed at its own checkpoints: seed 1 memorises and groks at index 2, so its "before" is index 1
+    assert pts.seed_i_grok == [3, 2] and pts.seed_i_before == [1, 1]
     # memorised at the grokking checkpoint: "before" is the one just before it
     same = grokking_cores.grokking_points(steps, test, torch.where(torch.arange(5)[:, None] < 3, 0.0, 1.0).expand(5, 4), 2)
     assert (same.i_grok, same.i_before, same.memorised_step) == (3, 2, 30)
@@ -92,6 +95,7 @@ def test_grokking_points_on_hand_tables():
     assert not never.has_grok and never.grok_step is None and never.memorised_step is None
     assert (never.i_grok, never.i_before, never.final) == (4, 0, 4)
     assert never.seed_grok == [None, None] and never.seed_memorised == [None, None]
+    assert never.seed_i_grok == [4, 4] and never.seed_i_before == [0, 0]
 
 
 def test_cores_at_checkpoints_tabulates_each_checkpoint(trained):
@@ -223,7 +227,7 @@ def test_exact_fit_controls_match_numpy_fits(trained):
     cores = grokking_cores.cores_at_checkpoints(model, history.snapshots, STEPS, data)
     cases = grokking_cores.control_cases(i_grok=2, i_before=1, final=2)
     S = 2
-    got = grokking_cores.exact_fit_controls(model, history.snapshots, STEPS, data, cores.runs, cases, S)
+    got = grokking_cores.exact_fit_controls(model, history.snapshots, STEPS, data, cores.runs, [cases] * S)
     for a in grokking_cores.ANALYSES:
         x_fit, y = (data[1], data[2]) if a == "authors" else (data[3], data[4])
         for name, (i, j, shuffled) in cases.items():
@@ -266,7 +270,7 @@ def test_null_direction_ranks_match_numpy_ablations(trained):
     model, history, data = trained
     state = history.snapshots[STEPS[-1]]
     S = 3
-    got = grokking_cores.null_direction_ranks(model, state, data, S, 0.99)
+    got = grokking_cores.null_direction_ranks(model, history.snapshots, [STEPS[-1]] * S, data, 0.99)
     assert list(got) == ["jitter 0", "jitter 1e-8", "jitter 1e-6", "centred"]
     fresh = _fresh(state)
     with torch.no_grad():
@@ -279,7 +283,9 @@ def test_null_direction_ranks_match_numpy_ablations(trained):
 
 def test_spectrum_at_necessary_reads_the_rank_th_value():
     runs = {"spectrum": [None, [np.array([1.0, 0.5, 0.1]), np.array([1.0, 0.2, 0.01])]], "necessary": [None, [2, 3]]}
-    assert grokking_cores.spectrum_at_necessary(runs, 1, 2) == [0.5, 0.01]
+    assert grokking_cores.spectrum_at_necessary(runs, [1, 1]) == [0.5, 0.01]
+    runs["spectrum"][0], runs["necessary"][0] = [np.array([1.0, 0.3]), None], [1, None]
+    assert grokking_cores.spectrum_at_necessary(runs, [0, 1]) == [1.0, 0.01]          # each model at its own index
 
 
 def test_checkpoints_round_trip(trained, tmp_path):
@@ -454,6 +460,18 @@ def test_unit_circle_fraction_at_grok_fails_and_is_uninformative_against_the_mem
     assert claim.verdict == "uninformative" and "the memorising checkpoint at the same fit rank" in claim.reason
 
 
+def test_each_seed_is_read_at_its_own_grokking_checkpoint():
+    # seed 1 groks one checkpoint earlier than seed 0, where its circle fraction is 0.5: read there, it fails,
+    # though at seed 0's grokking checkpoint (where the ensemble as a whole has grokked) it is 1.0
+    early = _edit("circle", I_GROK - 1, 1, 0.5)
+    claim = _decided(_hand_findings(early, seed_grok=(I_GROK, I_GROK - 1)))["unit_circle_fraction_at_grok"]
+    assert claim.verdict == "fail" and "not seed 1 (0.5)" in claim.reason
+    assert _decided(_hand_findings(early))["unit_circle_fraction_at_grok"].verdict == "pass"
+    # its growth runs from its own grokking checkpoint: necessary rank 15 there, 25 at the end
+    growth = _decided(_hand_findings(seed_grok=(I_GROK, I_GROK - 1)))["necessary_rank_growth"]
+    assert growth.measured == {"seed 0": 2.5, "seed 1": round(25 / 15, 3)}
+
+
 def test_unit_circle_fraction_before_fails_and_its_null_can_pass():
     claim = _decided(_hand_findings(_edit("circle", I_MEM, 0, 1.0)))["unit_circle_fraction_before"]
     assert claim.verdict == "fail" and "not seed 0 (False)" in claim.reason
@@ -563,3 +581,60 @@ def test_check_inputs_refuses_a_fork_outside_the_run_and_repeated_seeds():
         grokking_cores.check_inputs({**params, "fork_epoch": 20001})
     with pytest.raises(ValueError, match="parameter 'seeds': expected distinct seeds"):
         grokking_cores.check_inputs({**params, "seeds": [0, 0]})
+
+
+#: A tiny run of 02 (both branches, mini-batches, dropout) for the record tests: every parameter the chapter reads.
+TINY = {"p": P, "train_frac": 0.5, "seeds": [3, 5], "n_layers": 1, "d_model": 12, "n_heads": 2, "d_mlp": 24,
+        "norm": "post", "dropout": 0.1, "causal": True, "qkv_bias": True, "embedding_dropout": False, "init": "torch",
+        "equals_token": False, "lr": 1e-2, "betas": [0.9, 0.999], "weight_decay": 1.0, "batch_size": 32,
+        "drop_last": False, "epochs": 30, "fork_epoch": 10, "reset_optimizer_at_fork": True, "checkpoint_every": 10,
+        "dense_until": 20, "checkpoint_every_after": 5, "energy_threshold": 0.99, "split": "numpy", "data_seed": 42}
+
+
+def _close(a, b, path=""):
+    """Assert two measurement JSON values equal, floats to 1e-5 relative (a model trained alone or in an ensemble
+    takes the same steps; its batched matrix products may round differently in the last bits)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-5, abs=1e-6), path
+    else:
+        assert a == b, path
+
+
+def test_a_run_by_seed_measures_what_one_ensemble_does_and_its_records_are_re_read(tmp_path):
+    task = modular_addition(P, 0.5, 42, split="numpy")
+    dev = torch.device("cpu")
+    model, history = grokking_cores.train_branches(TINY, TINY["seeds"], task, dev, progress=False)
+    _, checkpoints = grokking_cores.schedule(TINY, len(task.train_idx))
+    assert checkpoints == [0, 20, 40, 50, 60] and history.steps[-1] == 60        # 2 steps an epoch
+    whole = grokking_cores.measure(model, history, checkpoints, grokking_cores.analysis_data(task, False, dev))
+    records = tmp_path / "records"
+    parts = [grokking_cores.measure_seed(TINY, s, task, dev, str(records), str(tmp_path / "ck"), False, write=True)
+             for s in TINY["seeds"]]
+    assert [summary["re_read"] for _, summary in parts] == [False, False]
+    by_seed, summaries = grokking_cores.measure_by_seed(TINY, task, dev, str(records))
+    assert [summary["re_read"] for summary in summaries] == [True, True]           # the records, nothing trained
+    _close(whole.as_json(), grokking_cores.Measured.joined([m for m, _ in parts]).as_json())
+    assert by_seed.as_json() == grokking_cores.Measured.joined([m for m, _ in parts]).as_json()   # JSON round trip
+    assert by_seed.points == whole.points and by_seed.spectrum == pytest.approx(whole.spectrum, rel=1e-5)
+    assert by_seed.seeds == TINY["seeds"] and by_seed.test_acc.shape == (len(history.steps), 4)
+    # another setting is another key: its record is not taken for this one
+    other = {**TINY, "lr": 3e-2}
+    assert grokking_cores.record_key(other, 3) != grokking_cores.record_key(TINY, 3)
+    assert shard_records.read(records, grokking_cores.record_name(other, 3), grokking_cores.record_key(other, 3)) is None
+    assert shard_records.read(records, grokking_cores.record_name(TINY, 3), grokking_cores.record_key(TINY, 3))
+
+
+def test_a_run_by_seed_exports_no_checkpoints():
+    profile = yaml.safe_load((REPO / "notebooks" / "params" / "paper" / "02_grokking_cores.yaml").read_text())
+    params = {**profile, "device": "cpu"}
+    assert params["shard_records"] and grokking_cores.check_inputs(params) is None
+    with pytest.raises(ValueError, match="parameter 'export_checkpoints': expected empty when shard_records is set"):
+        grokking_cores.check_inputs({**params, "export_checkpoints": "_build/x.pt"})

@@ -70,3 +70,20 @@ def write(folder: str | os.PathLike, name: str, key: str, data: dict[str, Any], 
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def add_segment(folder: Path | None, seconds: float, last_step: int) -> list[dict]:
+    """Return a shard's training segments so far (one per call that trained it), this one appended and kept in
+    ``folder``'s ``segments.json`` (a call that only re-read a finished checkpoint adds none)."""
+    if folder is None:
+        return [{"seconds": seconds, "to_step": last_step}]
+    path = folder / "segments.json"
+    try:
+        segments = json.loads(path.read_text()) if path.is_file() else []
+    except ValueError:
+        segments = []
+    if not segments or segments[-1]["to_step"] != last_step or seconds > 5.0:
+        segments.append({"seconds": round(seconds, 1), "to_step": last_step})
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(segments))
+    return segments

@@ -60,30 +60,31 @@ def authors_state(state: dict, m: int, config: dict) -> dict:
 def chapter_claims(rows: list[dict], S: int, seeds: list | None = None) -> dict:
     """Return chapter 02's "_authors" claims computed from the authors' own numbers, as the chapter defines them.
 
-    Grokking: the first checkpoint where every weight-decay model (the first S) has test accuracy ≥ 0.99;
-    before: the first where all fit their training pairs (≥ 0.99), or the one before grokking if
-    that is not earlier; final: the last checkpoint. Growth: final / max(at grokking, 1). Values are
-    {"seed N": value} over the weight-decay seeds (``seeds``, the first S), as the chapter's claims are.
+    Each weight-decay model m (the first S) at its own checkpoints: grokking, the first checkpoint where its test
+    accuracy is ≥ 0.99 (the last when never); before, the first where it fits its training pairs (≥ 0.99; 0 when
+    never), or the one before its grokking if that is not earlier; final, the last checkpoint. Model S + m (its
+    ω → 0 branch) is read at model m's checkpoints. Growth: final / max(at grokking, 1). Values are {"seed N":
+    value} over the weight-decay seeds (``seeds``, the first S), as the chapter's claims are.
     """
-    get = lambda i, key, models: [rows[i]["models"][m]["authors"][key] for m in models]  # noqa: E731
-    w, z = range(S), range(S, 2 * S)
-    grok = next((i for i in range(len(rows)) if min(get(i, "acc", w)) >= 0.99), None)
-    if grok is None:
-        return {}
-    memorised = next((i for i in range(len(rows)) if min(get(i, "train_acc", w)) >= 0.99), 0)
-    before, final = memorised if memorised < grok else max(0, grok - 1), len(rows) - 1
+    get = lambda i, key, m: rows[i]["models"][m]["authors"][key]  # noqa: E731
+    first = lambda key, m: next((i for i in range(len(rows)) if get(i, key, m) >= 0.99), None)  # noqa: E731
+    final = len(rows) - 1
+    grok = [final if first("acc", m) is None else first("acc", m) for m in range(S)]
+    memorised = [first("train_acc", m) or 0 for m in range(S)]
+    before = [mem if mem < g else max(0, g - 1) for mem, g in zip(memorised, grok)]
     labels = [f"seed {s}" for s in (seeds or list(range(S)))[:S]]
     per_seed = lambda values: dict(zip(labels, values))  # noqa: E731
-    growth = lambda key, models: per_seed([round(f / max(g, 1), 2) for f, g in zip(get(final, key, models),  # noqa: E731
-                                                                                 get(grok, key, models))])
-    return {"unit_circle_fraction_at_grok_authors": per_seed([round(v, 3) for v in get(grok, "circle", w)]),
-            "operator_r2_before_authors": per_seed([round(v, 3) for v in get(before, "r2", w)]),
-            "operator_r2_after_authors": per_seed([round(min(rows[i]["models"][m]["authors"]["r2"]
-                                                             for i in range(grok, len(rows))), 3) for m in w]),
-            "necessary_rank_growth_authors": growth("necessary", w),
-            "sufficient_rank_growth_authors": growth("sufficient", w),
-            "modes_at_grok_authors": get(grok, "modes", w), "modes_final_authors": per_seed(get(final, "modes", w)),
-            "wd0_necessary_rank_growth_authors": growth("necessary", z)}
+    at = lambda key, idx, offset=0: [get(i, key, offset + m) for m, i in enumerate(idx)]  # noqa: E731
+    growth = lambda key, offset=0: per_seed([round(f / max(g, 1), 2) for f, g in zip(  # noqa: E731
+        at(key, [final] * S, offset), at(key, grok, offset))])
+    return {"unit_circle_fraction_at_grok_authors": per_seed([round(v, 3) for v in at("circle", grok)]),
+            "operator_r2_before_authors": per_seed([round(v, 3) for v in at("r2", before)]),
+            "operator_r2_after_authors": per_seed([round(min(get(i, "r2", m) for i in range(g, len(rows))), 3)
+                                                   for m, g in enumerate(grok)]),
+            "necessary_rank_growth_authors": growth("necessary"),
+            "sufficient_rank_growth_authors": growth("sufficient"),
+            "modes_at_grok_authors": at("modes", grok), "modes_final_authors": per_seed(at("modes", [final] * S)),
+            "wd0_necessary_rank_growth_authors": growth("necessary", S)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,11 @@ them back with :func:`load_checkpoints`. The chapter's claims are declared in :d
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Sequence
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from corekit import shard_records
 from corekit.ace import (
     Core,
     class_means,
@@ -40,6 +44,7 @@ from corekit.fourier import fourier_power
 from corekit.inputs import Need, distinct, fits, heads_divide, require, show, transformer_parameters
 from corekit.models import BatchedTransformer, TransformerConfig
 from corekit.tasks.modular import modular_addition
+from corekit.train import History, steps_per_epoch, train_ensemble
 from corekit.verdicts import (
     Claim,
     Null,
@@ -173,6 +178,18 @@ class GrokkingPoints:
     def has_grok(self) -> bool:
         """Whether every weight-decay model groks by the last checkpoint."""
         return self.grok_step is not None
+
+    @property
+    def seed_i_grok(self) -> list[int]:
+        """Return each weight-decay model's own grokking checkpoint index (S,), the last checkpoint when it never groks."""
+        return [self.final if g is None else g for g in self.seed_grok]
+
+    @property
+    def seed_i_before(self) -> list[int]:
+        """Return each weight-decay model's own "before" checkpoint index (S,): its memorisation checkpoint (0 when it
+        never memorises), or the one just before its grokking if memorisation is not earlier."""
+        return [m if m < g else max(0, g - 1)
+                for m, g in zip((0 if m is None else m for m in self.seed_memorised), self.seed_i_grok)]
 
 
 def grokking_points(checkpoints: Sequence[int], test_acc: Tensor, train_acc: Tensor, n_models: int) -> GrokkingPoints:
@@ -346,15 +363,17 @@ def control_cases(i_grok: int, i_before: int, final: int) -> dict[str, tuple[int
 
 
 def exact_fit_controls(model, snapshots: dict[int, dict[str, Tensor]], checkpoints: Sequence[int], data: Sequence[Tensor],
-                       runs: dict[str, dict[str, list]], cases: dict[str, tuple[int, int, bool]], n_models: int,
+                       runs: dict[str, dict[str, list]], cases: Sequence[dict[str, tuple[int, int, bool]]],
                        analyses: Sequence[str] = ANALYSES) -> dict[str, dict[str, list[tuple[float, float, int, int]]]]:
     """Return {analysis: {case: [:func:`shift_fit` (R², circle fraction, modes, Fourier modes) of each of the first
-    ``n_models`` models]}}.
+    ``len(cases)`` models]}}.
 
-    Each case (:func:`control_cases`) fits the shift operator (:func:`shift_fit`) on the last-token states of
+    ``cases[m]`` are model m's cases (:func:`control_cases` at its seed's own checkpoints, the same names for every
+    model). Each case fits the shift operator (:func:`shift_fit`) on the last-token states of
     the model at its checkpoint, in the core ``runs[analysis]["core"]`` of that checkpoint, at the fit rank of
     the case's rank checkpoint, on the inputs and labels the analysis fits on (authors: test pairs; corekit: all
-    pairs; ``data`` as in :func:`cores_at_checkpoints`); shuffled cases permute the labels with seed m. The
+    pairs; ``data`` as in :func:`cores_at_checkpoints`); shuffled cases permute the labels with model m's seed (so
+    a model gets the same permutation in any ensemble). The
     states are loaded into ``model`` as needed.
     """
     states = {}
@@ -368,8 +387,11 @@ def exact_fit_controls(model, snapshots: dict[int, dict[str, Tensor]], checkpoin
         return shift_fit(runs[analysis]["core"][i], states[i, analysis], y, rank, m, model.config.out_vocab,
                          shuffle_seed=shuffle_seed)
 
-    return {a: {name: [fit_at(i, m, int(runs[a]["fit_rank"][j][m]), a, shuffle_seed=m if shuffled else None)
-                       for m in range(n_models)] for name, (i, j, shuffled) in cases.items()} for a in analyses}
+    def case_fit(analysis: str, name: str, m: int) -> tuple[float, float, int, int]:
+        i, j, shuffled = cases[m][name]
+        return fit_at(i, m, int(runs[analysis]["fit_rank"][j][m]), analysis, shuffle_seed=model.seeds[m] if shuffled else None)
+
+    return {a: {name: [case_fit(a, name, m) for m in range(len(cases))] for name in cases[0]} for a in analyses}
 
 
 #: The null-direction controls of :func:`null_direction_ranks`: label → :func:`last_token_summary` overrides.
@@ -377,19 +399,248 @@ NULL_CONTROLS = (("jitter 0", dict(jitter=0.0)), ("jitter 1e-8", dict(jitter=1e-
                  ("centred", dict(centre=True)))
 
 
-def null_direction_ranks(model, state: dict[str, Tensor], data: Sequence[Tensor], n_models: int,
+def null_direction_ranks(model, snapshots: dict[int, dict[str, Tensor]], steps: Sequence[int], data: Sequence[Tensor],
                          energy_threshold: float = 0.99) -> dict[str, list[int]]:
-    """Return {control: the authors' necessary rank of each of the first ``n_models`` models} with ``state`` loaded
-    into ``model``, under each of ``NULL_CONTROLS`` (the factors' jitter 0, 1e-8, 1e-6; ablations about the mean)."""
-    model.load_state_dict(state)
-    return {label: last_token_summary(model, *data, energy_threshold=energy_threshold, analysis="authors",
-                                      **kw)["necessary"][:n_models] for label, kw in NULL_CONTROLS}
+    """Return {control: the authors' necessary rank of each of the first ``len(steps)`` models, model m at checkpoint
+    step ``steps[m]``} under each of ``NULL_CONTROLS`` (the factors' jitter 0, 1e-8, 1e-6; ablations about the
+    mean); ``snapshots`` maps a step to the ensemble's state, loaded into ``model`` once per distinct step."""
+    out = {label: [0] * len(steps) for label, _ in NULL_CONTROLS}
+    for step in sorted(set(steps)):
+        model.load_state_dict(snapshots[step])
+        for label, kw in NULL_CONTROLS:
+            ranks = last_token_summary(model, *data, energy_threshold=energy_threshold, analysis="authors", **kw)
+            for m in (m for m, s in enumerate(steps) if s == step):
+                out[label][m] = ranks["necessary"][m]
+    return out
 
 
-def spectrum_at_necessary(runs: dict[str, list], i: int, n_models: int) -> list[float]:
-    """Return σ²_r/σ²_0 at each model's necessary rank r (the r-th value of its spectrum) at checkpoint i, for the
-    first ``n_models`` models of one analysis's ``runs`` (:class:`CheckpointCores`)."""
-    return [float(runs["spectrum"][i][m][int(runs["necessary"][i][m]) - 1]) for m in range(n_models)]
+def spectrum_at_necessary(runs: dict[str, list], indices: Sequence[int]) -> list[float]:
+    """Return σ²_r/σ²_0 at each model's necessary rank r (the r-th value of its spectrum), model m at checkpoint index
+    ``indices[m]``, for the first ``len(indices)`` models of one analysis's ``runs`` (:class:`CheckpointCores`)."""
+    return [float(runs["spectrum"][i][m][int(runs["necessary"][i][m]) - 1]) for m, i in enumerate(indices)]
+
+
+#: The keys of :func:`last_token_summary` a run keeps at every checkpoint (no cores, no spectra: those are used where
+#: they are computed, or kept at each seed's grokking checkpoint).
+KEPT_KEYS = RANK_KEYS + FIT_KEYS + ("eigs",)
+#: The version of what :func:`measure` returns, in a seed record's key: raise it when a change to the measurement
+#: would change a record, so that no record of the old measurement is re-read.
+MEASURE_VERSION = 1
+#: The parameters of 02's notebook that shape what one seed's models measure, its record's key with the seed.
+RECORD_PARAMETERS = ("p", "train_frac", "n_layers", "d_model", "n_heads", "d_mlp", "norm", "dropout", "causal",
+                     "qkv_bias", "embedding_dropout", "init", "equals_token", "lr", "betas", "weight_decay",
+                     "batch_size", "drop_last", "epochs", "fork_epoch", "reset_optimizer_at_fork", "checkpoint_every",
+                     "dense_until", "checkpoint_every_after", "energy_threshold", "split", "data_seed")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What chapter 02's figures and claims read of a run, without its weights (see :func:`measure`).
+
+    ``seeds`` (S,); model m < S is seed m's ω branch and model S + m its ω → 0 branch. ``checkpoints`` (C,) and the
+    evaluated ``steps`` (E,); ``test_acc`` and ``train_acc`` (E, 2S) at those steps; ``runs[analysis][key]`` the
+    :data:`KEPT_KEYS` of :func:`last_token_summary` at every checkpoint (C lists of 2S values); ``control`` the
+    exact-fit controls at each seed's own checkpoints (:func:`exact_fit_controls`), ``null_ranks`` the authors'
+    necessary rank under each null-direction control at each seed's grokking checkpoint
+    (:func:`null_direction_ranks`), ``spectrum_at_grok`` (S,) the authors' σ²/σ₀² there (D,) each.
+    """
+
+    seeds: list[int]
+    checkpoints: list[int]
+    steps: list[int]
+    test_acc: Tensor
+    train_acc: Tensor
+    runs: dict[str, dict[str, list]]
+    control: dict[str, dict[str, list]]
+    null_ranks: dict[str, list[int]]
+    spectrum_at_grok: list[np.ndarray]
+
+    def at_checkpoints(self, curve: Tensor) -> Tensor:
+        """Return the rows (C, 2S) of ``curve`` (E, 2S) at the checkpoint steps."""
+        return torch.stack([curve[self.steps.index(s)] for s in self.checkpoints])
+
+    @property
+    def points(self) -> GrokkingPoints:
+        """Return :func:`grokking_points` of the ω branch."""
+        return grokking_points(self.checkpoints, self.at_checkpoints(self.test_acc),
+                               self.at_checkpoints(self.train_acc), len(self.seeds))
+
+    @property
+    def cores(self) -> CheckpointCores:
+        """Return the kept summaries as :class:`CheckpointCores` (``runs`` without cores)."""
+        runs = self.runs
+        return CheckpointCores(runs=runs,
+                               ranks={a: {k: np.array(runs[a][k], dtype=float) for k in RANK_KEYS} for a in runs},
+                               fit={a: {k: np.array(runs[a][k], dtype=float) for k in FIT_KEYS} for a in runs})
+
+    @property
+    def spectrum(self) -> list[float]:
+        """Return σ²_r/σ²_0 (S,) at each seed's authors' necessary rank r at its grokking checkpoint."""
+        nec = [self.runs["authors"]["necessary"][i][m] for m, i in enumerate(self.points.seed_i_grok)]
+        return [float(spec[int(r) - 1]) for spec, r in zip(self.spectrum_at_grok, nec)]
+
+    def as_json(self) -> dict:
+        """Return the measurement as JSON values (complex eigenvalues as [real parts, imaginary parts])."""
+        def plain(key: str, v):
+            return [np.real(v).tolist(), np.imag(v).tolist()] if key == "eigs" else v
+        return {"seeds": list(self.seeds), "checkpoints": list(self.checkpoints), "steps": list(self.steps),
+                "test_acc": self.test_acc.tolist(), "train_acc": self.train_acc.tolist(),
+                "runs": {a: {k: [[plain(k, v) for v in row] for row in rows] for k, rows in keys.items()}
+                         for a, keys in self.runs.items()},
+                "control": {a: {c: [list(r) for r in rows] for c, rows in cases.items()} for a, cases in self.control.items()},
+                "null_ranks": {k: list(v) for k, v in self.null_ranks.items()},
+                "spectrum_at_grok": [np.asarray(v).tolist() for v in self.spectrum_at_grok]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Measured":
+        """Return the measurement :meth:`as_json` wrote."""
+        def back(key: str, v):
+            return np.array(v[0]) + 1j * np.array(v[1]) if key == "eigs" else v
+        return cls(seeds=list(data["seeds"]), checkpoints=list(data["checkpoints"]), steps=list(data["steps"]),
+                   test_acc=torch.tensor(data["test_acc"]), train_acc=torch.tensor(data["train_acc"]),
+                   runs={a: {k: [[back(k, v) for v in row] for row in rows] for k, rows in keys.items()}
+                         for a, keys in data["runs"].items()},
+                   control={a: {c: [tuple(r) for r in rows] for c, rows in cases.items()}
+                            for a, cases in data["control"].items()},
+                   null_ranks={k: list(v) for k, v in data["null_ranks"].items()},
+                   spectrum_at_grok=[np.array(v) for v in data["spectrum_at_grok"]])
+
+    @classmethod
+    def joined(cls, parts: Sequence["Measured"]) -> "Measured":
+        """Return the measurement of the seeds of ``parts`` together (their checkpoints and steps the same), in the
+        order of ``parts``: the ω models of every part, then the ω → 0 models."""
+        first = parts[0]
+        if any(m.checkpoints != first.checkpoints or m.steps != first.steps for m in parts):
+            raise ValueError("the parts of a run must share their checkpoints and evaluated steps")
+        order = [(j, m) for half in (0, 1) for j, part in enumerate(parts)
+                 for m in range(half * len(part.seeds), (half + 1) * len(part.seeds))]
+
+        def columns(rows_of) -> list:
+            return [[rows_of(parts[j])[c][m] for j, m in order] for c in range(len(rows_of(first)))]
+
+        def stacked(name: str) -> Tensor:
+            return torch.stack([getattr(parts[j], name)[:, m] for j, m in order], 1)
+
+        return cls(seeds=[s for part in parts for s in part.seeds], checkpoints=list(first.checkpoints),
+                   steps=list(first.steps), test_acc=stacked("test_acc"), train_acc=stacked("train_acc"),
+                   runs={a: {k: columns(lambda part: part.runs[a][k]) for k in first.runs[a]} for a in first.runs},
+                   control={a: {c: [r for part in parts for r in part.control[a][c]] for c in first.control[a]}
+                            for a in first.control},
+                   null_ranks={k: [r for part in parts for r in part.null_ranks[k]] for k in first.null_ranks},
+                   spectrum_at_grok=[v for part in parts for v in part.spectrum_at_grok])
+
+
+def schedule(params: dict, n_train: int) -> tuple[int, list[int]]:
+    """Return (steps in an epoch, the checkpoint steps (C,)) of a run of 02 on ``n_train`` training pairs."""
+    epoch_steps = steps_per_epoch(n_train, params["batch_size"], params["drop_last"])
+    return epoch_steps, checkpoint_steps(params["epochs"], epoch_steps, params["fork_epoch"], params["checkpoint_every"],
+                                         params["dense_until"], params["checkpoint_every_after"])
+
+
+def train_branches(params: dict, seeds: Sequence[int], task, device: torch.device,
+                   checkpoint_dir: str | None = None, progress: bool = True) -> tuple[BatchedTransformer, History]:
+    """Return the trained ensemble of both branches of ``seeds`` (S,) on ``task`` and its history: models 0 … S − 1
+    keep weight decay ω, models S … 2S − 1 (the same seeds) drop it to 0 at the fork, with a fresh optimizer when
+    ``reset_optimizer_at_fork``; checkpoints (:func:`schedule`) are kept as snapshots."""
+    S, equals = len(seeds), params["equals_token"]
+    train_set, test_set = task.datasets(equals)
+    p = params["p"]
+    config = TransformerConfig(vocab=p + int(equals), n_ctx=3 if equals else 2, d_model=params["d_model"],
+                               n_heads=params["n_heads"], d_mlp=params["d_mlp"], n_layers=params["n_layers"],
+                               norm=params["norm"], dropout=params["dropout"], causal=params["causal"],
+                               qkv_bias=params["qkv_bias"], init=params["init"], n_out=p,
+                               embedding_dropout=params["embedding_dropout"])
+    model = BatchedTransformer(config, list(seeds) + list(seeds)).to(device)
+    epoch_steps, checkpoints = schedule(params, len(train_set))
+    steps, fork_step, wd = params["epochs"] * epoch_steps, params["fork_epoch"] * epoch_steps, params["weight_decay"]
+    history = train_ensemble(model, train_set, test_set, steps=steps, batch_size=params["batch_size"] or None,
+                             lr=params["lr"], betas=tuple(params["betas"]),
+                             weight_decay={0: wd, fork_step: [wd] * S + [0.0] * S},
+                             optimizer_reset={fork_step: [False] * S + [True] * S}
+                             if params["reset_optimizer_at_fork"] else None,
+                             drop_last=params["drop_last"], eval_every=max(1, steps // 100), snapshot_steps=checkpoints,
+                             checkpoint_dir=checkpoint_dir, progress=progress)
+    return model, history
+
+
+def analysis_data(task, equals_token: bool, device: torch.device) -> list[Tensor]:
+    """Return (train_x, test_x, test_y, all_x, all_labels) of ``task`` on ``device``, as :func:`last_token_summary`
+    takes them."""
+    train_set, test_set = task.datasets(equals_token)
+    return [t.to(device) for t in (train_set.x, test_set.x, test_set.y[:, 0], task.tokens(equals_token), task.labels)]
+
+
+def measure(model, history: History, checkpoints: Sequence[int], data: Sequence[Tensor],
+            energy_threshold: float = 0.99) -> Measured:
+    """Return what the figures and claims read of a trained ensemble of both branches (:func:`train_branches`): ACE at
+    every checkpoint under both analyses, and each seed's controls at its own memorisation, grokking and final
+    checkpoints. ``data`` as :func:`analysis_data` returns it; the states are loaded into ``model``."""
+    S = len(model.seeds) // 2
+    test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")
+    partial_run = Measured(seeds=list(model.seeds[:S]), checkpoints=list(checkpoints), steps=list(history.steps),
+                           test_acc=test_acc, train_acc=train_acc, runs={}, control={}, null_ranks={},
+                           spectrum_at_grok=[])
+    pts = partial_run.points
+    cores = cores_at_checkpoints(model, history.snapshots, checkpoints, data, energy_threshold)
+    cases = [control_cases(g, b, pts.final) for g, b in zip(pts.seed_i_grok, pts.seed_i_before)]
+    control = exact_fit_controls(model, history.snapshots, checkpoints, data, cores.runs, cases)
+    null = null_direction_ranks(model, history.snapshots, [checkpoints[g] for g in pts.seed_i_grok], data,
+                                energy_threshold)
+    return replace(partial_run, runs={a: {k: cores.runs[a][k] for k in KEPT_KEYS} for a in cores.runs},
+                   control=control, null_ranks=null,
+                   spectrum_at_grok=[cores.runs["authors"]["spectrum"][g][m] for m, g in enumerate(pts.seed_i_grok)])
+
+
+def record_key(params: dict, seed: int) -> str:
+    """Return the key of seed ``seed``'s record: a hash of it, :data:`RECORD_PARAMETERS` and :data:`MEASURE_VERSION`."""
+    text = json.dumps({"seed": seed, "measure": MEASURE_VERSION,
+                       **{k: params[k] for k in RECORD_PARAMETERS}}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def record_name(params: dict, seed: int) -> str:
+    """Return the name of seed ``seed``'s record (and of its checkpoint folder): the seed and :func:`record_key`."""
+    return f"seed{seed}_{record_key(params, seed)}"
+
+
+def measure_seed(params: dict, seed: int, task, device: torch.device, records: str | None = None,
+                 checkpoint_dir: str | None = None, progress: bool = True,
+                 write: bool = False) -> tuple[Measured, dict]:
+    """Return seed ``seed``'s measurement (both its branches) and its record summary (seed, re-read, training seconds,
+    segments, commit): re-read from its record in ``records`` (:mod:`corekit.shard_records`, key :func:`record_key`)
+    when there, else trained alone (checkpointing under ``checkpoint_dir``, so an interrupted seed resumes) and
+    measured, its record written into ``records`` when ``write``."""
+    name, key = record_name(params, seed), record_key(params, seed)
+    record = shard_records.read(records, name, key)
+    if record is not None:
+        return Measured.from_json(record["measured"]), {"seed": seed, "re_read": True, **_record_summary(record)}
+    folder = None if checkpoint_dir is None else Path(checkpoint_dir).expanduser().resolve() / name
+    started = time.perf_counter()
+    model, history = train_branches(params, [seed], task, device, None if folder is None else str(folder), progress)
+    segments = shard_records.add_segment(folder, time.perf_counter() - started, history.steps[-1])
+    found = measure(model, history, schedule(params, len(task.train_idx))[1],
+                    analysis_data(task, params["equals_token"], device), params["energy_threshold"])
+    summary = {"seed": seed, "re_read": False, "training_s": round(sum(s["seconds"] for s in segments), 1),
+               "segments": len(segments), "commit": "this run"}
+    if write:
+        shard_records.write(records, name, key, {"label": f"seed {seed}", "measured": found.as_json()},
+                            runtime_s=summary["training_s"], segments=len(segments))
+    return found, summary
+
+
+def measure_by_seed(params: dict, task, device: torch.device, records: str | None,
+                    checkpoint_dir: str | None = None, progress: bool = True) -> tuple[Measured, list[dict]]:
+    """Return the run's measurement taken seed by seed (:func:`measure_seed`, each seed's record re-read when in
+    ``records``) and each seed's record summary."""
+    found = [measure_seed(params, seed, task, device, records, checkpoint_dir, progress) for seed in params["seeds"]]
+    return Measured.joined([m for m, _ in found]), [summary for _, summary in found]
+
+
+def _record_summary(record: dict) -> dict:
+    """Return a seed record's training seconds, segments and the commit (with its dirty flag) that wrote it."""
+    run = record["run"]
+    return {"training_s": record["runtime_s"], "segments": record["segments"],
+            "commit": f"{(run['commit'] or '?')[:7]}{' (dirty)' if run['dirty'] else ''}"}
 
 
 def export_checkpoints(path: str | os.PathLike, config: TransformerConfig, seeds: Sequence[int],
@@ -443,7 +694,7 @@ def load_checkpoints(path: str | os.PathLike) -> CheckpointExport:
 def check_inputs(params: dict) -> None:
     """Return None, or refuse chapter 02's parameters (:class:`corekit.inputs.ParameterError`): distinct seeds, a numpy
     split seed below 2**32, a fork inside the run, heads that divide d_model, the size of the checkpoints kept for the
-    analysis, and a held-out set that holds every class."""
+    analysis, no export from a run by seed, and a held-out set that holds every class."""
     nb = "02_grokking_cores"
     distinct(nb, "seeds", params["seeds"], "distinct seeds (each trains one model per branch)")
     heads_divide(nb, params)
@@ -464,6 +715,8 @@ def check_inputs(params: dict) -> None:
              m * weights, "epochs"),
         Need("the logits of all p² pairs, every model", 4 * logits, logits, "p"),
     ])
+    require(not (params.get("shard_records") and params.get("export_checkpoints")), nb, "export_checkpoints",
+            params.get("export_checkpoints"), "empty when shard_records is set (a run by seed keeps no weights to export)")
     task = modular_addition(params["p"], params["train_frac"], seed=params["data_seed"], split=params["split"])
     missing = params["p"] - len(set(task.labels[task.test_idx].tolist()))
     require(missing == 0, nb, "train_frac", params["train_frac"],
@@ -488,8 +741,9 @@ AT_PAPER_SETTING = {"rank_at_grok": "energy rank ≈ 15 at grokking",
                     "sufficient_rank_growth": "flat sufficient rank from grokking to epoch 20,001",
                     "modes_final": "all ⌊p/2⌋ + 1 = 27 frequency modes at epoch 20,001"}
 #: What decides a claim that a run outside :data:`PAPER_SETTING` leaves undecided.
-PAPER_DECIDES = ("the paper profile (notebooks/params/paper/02_grokking_cores.yaml) decides it, about 8 h on a 2-core "
-                 "CPU or about half an hour on one H200")
+PAPER_DECIDES = ("the paper profile (notebooks/params/paper/02_grokking_cores.yaml) decides it, seed by seed "
+                 "(scripts/train-shards.py 02_grokking_cores --profile paper): the six models of its three seeds took "
+                 "0.35 s an epoch together on two idle CPU threads, about 2 h for 20,001 epochs")
 #: The models most claims cover, and those of the ω → 0 claim.
 COVERS = "the weight-decay seeds the profile trains"
 COVERS_WD0 = "the seeds the profile trains, in the ω → 0 branch"
@@ -657,7 +911,7 @@ def claims(findings: Findings) -> list[Claim]:
 def _analysis_claims(f: Findings, run: _Run, a: str) -> list[Claim]:
     """Return the claims of analysis ``a`` (:func:`_analysis_specs`'s order) on ``f``."""
     tag, seeds, S, p, pts = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), run.p, f.points
-    i_grok, i_before, final = pts.i_grok, pts.i_before, pts.final
+    ig, ib, final = pts.seed_i_grok, pts.seed_i_before, pts.final
     R, Fi, C = f.cores.ranks[a], f.cores.fit[a], f.control[a]
     by_seed = partial(_per_seed, seeds)
     col = partial(_column, C, S)
@@ -668,10 +922,10 @@ def _analysis_claims(f: Findings, run: _Run, a: str) -> list[Claim]:
 
     fit_r = R["fit_rank"].astype(int)
     energy_r, sufficient_r, necessary_r = (R[k].astype(int) for k in ("energy", "sufficient", "necessary"))
-    fit_note = (f"fit rank {fit_r[i_before, :S].tolist()} before, {fit_r[i_grok, :S].tolist()} at grokking, "
+    fit_note = (f"fit rank {_at(fit_r, ib).tolist()} before, {_at(fit_r, ig).tolist()} at grokking, "
                 f"{fit_r[final, :S].tolist()} at the end (p − 1 = {p - 1} makes a shift fit exact)")
     exact_fit = (f"a fit rank within 2 of p − 1 = {p - 1}, where a shift fit is exact for any model",
-                 _members(seeds, fit_r[i_before, :S] >= p - 3))
+                 _members(seeds, _at(fit_r, ib) >= p - 3))
     out = []
 
     to_grok, to_mem, settle = crystallization_gaps(energy_r[:, :S], pts.seed_grok, pts.seed_memorised)
@@ -686,7 +940,7 @@ def _analysis_claims(f: Findings, run: _Run, a: str) -> list[Claim]:
                                                                by_seed(energy_r[0, :S].tolist())),
                       undecided=run.setting_reason("rank_at_grok")
                       or regime_reason(at_grok, spec("rank_at_grok").bound, undefined=run.no_grok)))
-    circle_grok, circle_before = Fi["circle"][i_grok, :S], Fi["circle"][i_before, :S]
+    circle_grok, circle_before = _at(Fi["circle"], ig), _at(Fi["circle"], ib)
     out.append(decide(spec("unit_circle_fraction_at_grok"), by_seed(circle_grok),
                       null=[Null("the memorising checkpoint at the same fit rank", by_seed(col("memorising", 1))),
                             Null("the grokking checkpoint with shuffled class labels, same fit rank",
@@ -703,8 +957,8 @@ def _analysis_claims(f: Findings, run: _Run, a: str) -> list[Claim]:
                           f"at grokking; {fit_note}"))
     out += _operator_r2_claims(f, run, a, fit_note, exact_fit)
     out += _inflation_claims(f, run, a, necessary_r, sufficient_r)
-    modes_grok = {"shift fit": by_seed(Fi["modes"][i_grok, :S].astype(int).tolist()),
-                  "Fourier power": by_seed(Fi["fourier_modes"][i_grok, :S].astype(int).tolist())}
+    modes_grok = {"shift fit": by_seed(_at(Fi["modes"], ig).astype(int).tolist()),
+                  "Fourier power": by_seed(_at(Fi["fourier_modes"], ig).astype(int).tolist())}
     out.append(reported(spec("modes_at_grok"), modes_grok, paper=p // 2 + 1,
                         statistic=f"frequency modes at grokking (of ⌊p/2⌋ + 1 = {p // 2 + 1}), {a} analysis: distinct "
                                   "bins of the shift fit, and Fourier modes of the means"))
@@ -725,7 +979,7 @@ def _operator_r2_claims(f: Findings, run: _Run, a: str, fit_note: str, exact_fit
     tag, seeds, S, pts = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points
     Fi, C, fit_r = f.cores.fit[a], f.control[a], f.cores.ranks[a]["fit_rank"].astype(int)
     col = partial(_column, C, S)
-    r2_before = _per_seed(seeds, Fi["r2"][pts.i_before, :S])
+    r2_before = _per_seed(seeds, _at(Fi["r2"], pts.seed_i_before))
     untrained_before = col("untrained_at_before_rank", 0)
     untrained = ("an untrained model that already gives R² > 0.5 at the same fit rank "
                  f"({np.round(untrained_before, 3).tolist()}), without any learning (a run whose memorising "
@@ -736,9 +990,8 @@ def _operator_r2_claims(f: Findings, run: _Run, a: str, fit_note: str, exact_fit
                               _per_seed(seeds, col("grokked_at_before_rank", 0))),
                     undecided=regime_reason(r2_before, at_most(0.5), [exact_fit, untrained], undefined=run.no_grok),
                     why=fit_note)
-    after_r2 = Fi["r2"][pts.i_grok:, :S]
-    i_low = [pts.i_grok + int(np.argmin(after_r2[:, m])) for m in range(S)]
-    r2_after = _per_seed(seeds, after_r2.min(0))
+    i_low = [g + int(np.argmin(Fi["r2"][g:, m])) for m, g in enumerate(pts.seed_i_grok)]
+    r2_after = _per_seed(seeds, _at(Fi["r2"], i_low))
     after = decide(_SPEC["operator_r2_after" + tag], r2_after,
                    null=[Null("the memorising checkpoint at the grokking fit rank", _per_seed(seeds, col("memorising", 0))),
                          Null("the untrained model at the grokking fit rank", _per_seed(seeds, col("untrained", 0)))],
@@ -748,31 +1001,39 @@ def _operator_r2_claims(f: Findings, run: _Run, a: str, fit_note: str, exact_fit
     return [before, after]
 
 
-def _growth(values: np.ndarray, i_grok: int, final: int, models: slice) -> np.ndarray:
-    """Return final / at-grokking of ``values`` (C, M) for ``models`` (the denominator at least 1)."""
-    return values[final, models] / np.maximum(values[i_grok, models], 1)
+def _at(values: np.ndarray, indices: Sequence[int], offset: int = 0) -> np.ndarray:
+    """Return ``values[indices[m], offset + m]`` for each m (S,): model ``offset + m`` of ``values`` (C, M) at its
+    seed's checkpoint index (``offset`` S for the ω → 0 branch)."""
+    return np.array([values[i, offset + m] for m, i in enumerate(indices)])
+
+
+def _growth(values: np.ndarray, i_grok: Sequence[int], final: int, offset: int = 0) -> np.ndarray:
+    """Return final / at-grokking (S,) of ``values`` (C, M) for models ``offset`` … ``offset + S − 1``, each from its
+    seed's grokking checkpoint ``i_grok`` (S,) (the denominator at least 1)."""
+    S = len(i_grok)
+    return values[final, offset:offset + S] / np.maximum(_at(values, i_grok, offset), 1)
 
 
 def _necessary_note(f: Findings, run: _Run, necessary_r: np.ndarray) -> str:
     """Return the necessary ranks at grokking and at the end, in both branches, as a sentence."""
-    S, i_grok, final = len(run.seeds), f.points.i_grok, f.points.final
-    return (f"necessary rank {necessary_r[i_grok, :S].tolist()} at grokking, {necessary_r[final, :S].tolist()} "
-            f"at epoch {run.ep[final]}; ω → 0 branch {necessary_r[i_grok, S:].tolist()} → "
+    S, ig, final = len(run.seeds), f.points.seed_i_grok, f.points.final
+    return (f"necessary rank {_at(necessary_r, ig).tolist()} at grokking, {necessary_r[final, :S].tolist()} "
+            f"at epoch {run.ep[final]}; ω → 0 branch {_at(necessary_r, ig, S).tolist()} → "
             f"{necessary_r[final, S:].tolist()}")
 
 
 def _inflation_claims(f: Findings, run: _Run, a: str, necessary_r: np.ndarray, sufficient_r: np.ndarray) -> list[Claim]:
     """Return ``necessary_rank_growth`` and ``sufficient_rank_growth`` of analysis ``a``."""
-    tag, seeds, S, i_grok, final = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points.i_grok, \
+    tag, seeds, S, ig, final = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points.seed_i_grok, \
         f.points.final
-    nec_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(0, S)))
-    suf_g = _per_seed(seeds, _growth(sufficient_r, i_grok, final, slice(0, S)))
-    wd0_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(S, 2 * S)))
+    nec_g = _per_seed(seeds, _growth(necessary_r, ig, final))
+    suf_g = _per_seed(seeds, _growth(sufficient_r, ig, final))
+    wd0_g = _per_seed(seeds, _growth(necessary_r, ig, final, S))
     no_room = (f"no room to double below min(p − 3, d_model) = {run.cap} (a run whose necessary rank at grokking is "
-               "at most half of that decides it)", _members(seeds, [2 * necessary_r[i_grok, m] > run.cap for m in range(S)]))
+               "at most half of that decides it)", _members(seeds, [2 * necessary_r[g, m] > run.cap for m, g in enumerate(ig)]))
     saturated = (f"a necessary rank that reaches min(p − 3, d_model) = {run.cap} after grokking (the exact-fit / "
                  "null-direction regime; only a run whose rank stays below it decides it)",
-                 _members(seeds, [necessary_r[i_grok:, m].max() >= run.cap for m in range(S)]))
+                 _members(seeds, [necessary_r[g:, m].max() >= run.cap for m, g in enumerate(ig)]))
     necessary = decide(_SPEC["necessary_rank_growth" + tag], nec_g,
                        null=Null("the same seed in the ω → 0 branch (no weight decay after the fork)", wd0_g),
                        undecided=regime_reason(nec_g, at_least(2), [no_room, saturated], undefined=run.no_grok),
@@ -782,7 +1043,7 @@ def _inflation_claims(f: Findings, run: _Run, a: str, necessary_r: np.ndarray, s
                                   "inflates)", nec_g),
                         undecided=run.setting_reason("sufficient_rank_growth")
                         or regime_reason(suf_g, between(0.8, 1.25), undefined=run.no_grok),
-                        why=f"sufficient rank {sufficient_r[i_grok, :S].tolist()} at grokking, "
+                        why=f"sufficient rank {_at(sufficient_r, ig).tolist()} at grokking, "
                             f"{sufficient_r[final, :S].tolist()} at the end" + (
                                 "; the authors' operational rank is floored at the energy rank" if tag else ""))
     return [necessary, sufficient]
@@ -790,10 +1051,9 @@ def _inflation_claims(f: Findings, run: _Run, a: str, necessary_r: np.ndarray, s
 
 def _wd0_claim(f: Findings, run: _Run, a: str, necessary_r: np.ndarray) -> Claim:
     """Return ``wd0_necessary_rank_growth`` of analysis ``a``: the ω → 0 branch against the ω branch."""
-    tag, seeds, S, i_grok, final = "" if a == "corekit" else "_authors", run.seeds, len(run.seeds), f.points.i_grok, \
-        f.points.final
-    nec_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(0, S)))
-    wd0_g = _per_seed(seeds, _growth(necessary_r, i_grok, final, slice(S, 2 * S)))
+    tag, seeds, ig, final = "" if a == "corekit" else "_authors", run.seeds, f.points.seed_i_grok, f.points.final
+    nec_g = _per_seed(seeds, _growth(necessary_r, ig, final))
+    wd0_g = _per_seed(seeds, _growth(necessary_r, ig, final, len(seeds)))
     return decide(_SPEC["wd0_necessary_rank_growth" + tag], wd0_g,
                   null=Null("the same seed with weight decay throughout (the ω branch, which the paper says inflates)",
                             nec_g),

@@ -267,7 +267,7 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
         stop=StopAfterGrokking(settings.threshold, settings.margin), progress=progress,
         dense_eval=None if settings.refine_level is None else EvaluateNearCrossings(settings.threshold,
                                                                                     settings.refine_level))
-    segments = _add_segment(folder, time.perf_counter() - started, history.steps[-1])
+    segments = shard_records.add_segment(folder, time.perf_counter() - started, history.steps[-1])
     t_train, t_test = grokking_times(history, settings.threshold)
     train_acc, test_acc = history.curve("train_acc"), history.curve("test_acc")
     results = []
@@ -285,23 +285,6 @@ def run_shard(specs: Sequence[RunSpec], settings: SweepSettings, device: str = "
                              "settings": asdict(settings), "results": [asdict(r) for r in results]},
                             runtime_s=sum(seg["seconds"] for seg in segments), segments=len(segments))
     return results
-
-
-def _add_segment(folder: Path | None, seconds: float, last_step: int) -> list[dict]:
-    """Return the shard's training segments so far (one per call that trained it), this one appended and kept in
-    ``folder``'s ``segments.json`` (a call that only re-read a finished checkpoint adds none)."""
-    if folder is None:
-        return [{"seconds": seconds, "to_step": last_step}]
-    path = folder / "segments.json"
-    try:
-        segments = json.loads(path.read_text()) if path.is_file() else []
-    except ValueError:
-        segments = []
-    if not segments or segments[-1]["to_step"] != last_step or seconds > 5.0:
-        segments.append({"seconds": round(seconds, 1), "to_step": last_step})
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(segments))
-    return segments
 
 
 def read_records(parts: Sequence[Sequence[RunSpec]], settings: SweepSettings,
