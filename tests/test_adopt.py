@@ -162,3 +162,53 @@ def test_gpu_publish_dry_run_writes_runs_that_adopt_reads_and_refuses_as_overrid
     lines = adopt.stderr.splitlines()
     assert len(lines) == 2 and all("not a quick-profile run" in line for line in lines), adopt.stderr
     assert yaml.safe_load((REPO / "notebooks" / "params" / "paper" / "02_grokking_cores.yaml").read_text())["p"] == 53
+
+
+# --------------------------------------------------------------------------------------------
+# adopt checks the files it publishes, not only the metrics
+
+def _link_figure(figures, tmp_path):
+    """Replace the run's figure by a link to a file outside the run."""
+    target = tmp_path / "elsewhere.png"
+    shutil.copy2(figures / "figure_0.png", target)
+    (figures / "figure_0.png").unlink()
+    (figures / "figure_0.png").symlink_to(target)
+
+
+def _random_bytes(figures, tmp_path):
+    (figures / "figure_0.png").write_bytes(os.urandom(4096))
+
+
+def _missing(figures, tmp_path):
+    (figures / "figure_0.png").unlink()
+
+
+def _another_png(figures, tmp_path):
+    """Replace figure 0 by figure 1: a valid PNG, not the one saved under that name."""
+    shutil.copy2(figures / "figure_1.png", figures / "figure_0.png")
+
+
+def _added(figures, tmp_path):
+    shutil.copy2(figures / "figure_1.png", figures / "figure_9.png")
+
+
+@pytest.mark.parametrize("change, message", [
+    (_link_figure, "figures/00_tiny/figure_0.png is a symbolic link (adopt publishes plain files only)"),
+    (_random_bytes, "figures/00_tiny/figure_0.png is not a PNG image"),
+    (_missing, "figures/00_tiny/figure_0.png, a figure the run saved, is missing"),
+    (_another_png, "figures/00_tiny/figure_0.png is not the figure the run saved (its sha256 differs)"),
+    (_added, "figures/00_tiny/figure_9.png is not a figure the run saved"),
+])
+def test_adopt_refuses_figures_that_are_not_the_ones_the_run_saved(tmp_path, change, message):
+    root = make_repo(tmp_path / "book", {NAME: tiny_notebook(NAME, figures=2)})
+    write_paper_profile(root, NAME, {"scale": 3.0})
+    out = tmp_path / "out"
+    executed_elsewhere(root, out, "--profile", "paper")
+    metrics = json.loads((out / f"{NAME}.metrics.json").read_text())
+    assert set(metrics["figure_sha256"]) == {"figure_0.png", "figure_1.png"}
+    assert corekit("adopt", str(out), "--check", root=root).returncode == 0       # as the run left them
+    change(out / "figures" / NAME, tmp_path)
+    done = corekit("adopt", str(out), root=root)
+    assert done.returncode == 2
+    one_line(done.stderr, f"adopt {NAME}: {message}", "nothing published")
+    assert not (root / "results").exists()

@@ -453,3 +453,13 @@ def test_random_out_layouts_lose_nothing_the_commands_did_not_make(repo, tmp_pat
     if clear:
         assert not [r for r in refusals if r.startswith("commit")], refusals
         assert execute.Outputs(out, NAME).metrics.is_file()
+
+
+def test_book_with_a_mistyped_executed_folder_is_refused_before_any_run(repo, capsys, monkeypatch, no_kernel, tmp_path):
+    """H4 (issue 68): ``book --executed`` with a folder that does not exist started executing every notebook into it."""
+    before = snapshot(repo)
+    for published in (False, True):
+        err = refused(capsys, monkeypatch, repo, "book", *(["--published"] if published else []), "--executed",
+                      str(tmp_path / "exectued"))
+        one_line(err, f"book: --executed '{tmp_path / 'exectued'}' is not a folder", "leave it out")
+    assert snapshot(repo) == before and not (tmp_path / "exectued").exists()

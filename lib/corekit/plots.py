@@ -6,6 +6,7 @@ nowhere otherwise (the executed notebook shows them).
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Sequence
 
@@ -49,6 +50,15 @@ def use_style() -> None:
         pass
 
 
+#: The figures saved in this process: folder → {file name: sha256 of the file as saved}.
+_SAVED: dict[Path, dict[str, str]] = {}
+
+
+def saved_figures(folder: str | Path) -> dict[str, str]:
+    """Return {file name: sha256} of the figures :meth:`Figures.save` wrote into ``folder`` in this process."""
+    return dict(_SAVED.get(Path(folder).expanduser().resolve(), {}))
+
+
 class Figures:
     """Where a notebook's figures go: ``OUTPUT_DIR/figures/NOTEBOOK/NAME.png``, or nowhere when ``output_dir`` is empty."""
 
@@ -56,12 +66,14 @@ class Figures:
         self.folder = Path(output_dir).expanduser().resolve() / "figures" / notebook if output_dir else None
 
     def save(self, fig: plt.Figure, name: str) -> Path | None:
-        """Return the path ``fig`` was saved to as ``NAME.png`` (None when the notebook has no output folder)."""
+        """Return the path ``fig`` was saved to as ``NAME.png`` (None when the notebook has no output folder); its
+        sha256 is kept for the run's metrics (:func:`saved_figures`)."""
         if self.folder is None:
             return None
         path = self.folder / f"{name}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, facecolor="white", transparent=False)
+        _SAVED.setdefault(self.folder, {})[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
         return path
 
 

@@ -576,13 +576,21 @@ def _best_layer(f: Findings, layers: list[int], random_what: str, differs: list[
 # Inputs
 
 
+#: The longest context 07 takes, in tokens: a context must fit inside one story before a word, and the shipped
+#: corpus's longest story is 1,598 characters.
+MAX_CONTEXT_TOKENS = 512
+
+
 def check_inputs(params: dict) -> None:
-    """Check chapter 07's parameters: top_k below the Lanczos ceiling, dense tokens within a context, a model the loader
-    can load here, the size of the Lanczos basis, the dense reference and the model (returns None; raises
-    ParameterError)."""
+    """Check chapter 07's parameters: top_k below the Lanczos ceiling, contexts within :data:`MAX_CONTEXT_TOKENS`, dense
+    tokens within a context, a model the loader can load here, the size of the Lanczos basis, the dense reference and
+    the model (returns None; raises ParameterError)."""
     nb = "07_entk_gemma_grammar"
     top_k, vectors = params["top_k"], params["lanczos_vectors"]
     require(top_k < vectors, nb, "top_k", top_k, f"fewer than lanczos_vectors = {vectors}")
+    require(params["context_tokens"] <= MAX_CONTEXT_TOKENS, nb, "context_tokens", params["context_tokens"],
+            f"at most {MAX_CONTEXT_TOKENS} (a context must fit inside one story before a word; the shipped corpus's "
+            "longest story is 1,598 characters)")
     require(params["dense_tokens"] <= params["context_tokens"], nb, "dense_tokens", params["dense_tokens"],
             f"at most context_tokens = {params['context_tokens']}")
     loadable_model(nb, "model", params["model"])

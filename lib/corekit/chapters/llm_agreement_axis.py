@@ -1052,10 +1052,20 @@ def claims(findings: Findings) -> list[Claim]:
     return out + _authors_claims(findings)
 
 
+#: The most prompts (train and test together) a run of 04 draws: ten times the paper's 1,200, drawn in seconds.
+MAX_PROMPTS = 12_000
+
+
 def check_inputs(params: dict) -> None:
-    """Check chapter 04's parameters: models without repeats, a dtype the loader takes, the size of the largest model's
-    weights."""
+    """Check chapter 04's parameters: even prompt counts within :data:`MAX_PROMPTS`, models without repeats, a dtype the
+    loader takes, the size of the largest model's weights."""
     nb = "04_llm_agreement_axis"
+    for name in ("n_train", "n_test"):
+        require(params[name] >= 2 and params[name] % 2 == 0, nb, name, params[name],
+                "an even number of prompts ≥ 2 (half singular, half plural)")
+    require(params["n_train"] + params["n_test"] <= MAX_PROMPTS, nb, "n_train", params["n_train"],
+            f"n_train + n_test ≤ {MAX_PROMPTS:,} distinct prompts (the paper's split is 600 / 600), got "
+            f"{params['n_train']:,} + {params['n_test']:,}")
     distinct(nb, "models", params["models"], "a list of models without repeats")
     for name in params["models"]:
         loadable_model(nb, "models", name)

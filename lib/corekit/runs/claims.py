@@ -272,6 +272,10 @@ class Claims:
             return None
         path = Path(path) if path is not None else self.output_dir / f"{self.notebook}.metrics.json"
         path.parent.mkdir(parents=True, exist_ok=True)
+        from corekit import plots  # matplotlib only for a run that writes
+
         metrics = {**self.as_dict(), "environment": runinfo.environment()}
+        if self.output_dir is not None and (saved := plots.saved_figures(self.output_dir / "figures" / self.notebook)):
+            metrics["figure_sha256"] = saved                     # what `corekit adopt` checks the figures against
         path.write_text(json.dumps(metrics, indent=2) + "\n")
         return path

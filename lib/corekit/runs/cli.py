@@ -452,6 +452,10 @@ def cmd_book(args: argparse.Namespace) -> int:
     root = find_root()
     for name in toc_notebooks(root):                                   # a .py that does not compile: one line, first
         check_compiles(Notebook(root, name))
+    if args.executed is not None and not read_folder(args.executed, root, "--executed").is_dir():
+        raise CorekitError(f"book: --executed {args.executed!r} is not a folder; it names the executed runs to reuse "
+                           "(`corekit run --out DIR` writes them); leave it out to execute into "
+                           "_build/executed/PROFILE")
     if args.published:
         executed_dir = read_folder(args.executed, default_dir(root, "executed", "quick"), "--executed")
         out = book_out(checked_out(root, args.out, "published", "--out", "book"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -238,7 +239,44 @@ def adoption_problems(nb: Notebook, run: Run) -> list[str]:
         return [f"made from other sources than this checkout's (its source hash {str(metrics.get('source_hash'))[:12]} "
                 f"is not that of notebooks/{nb.name}.py, the library and the {profile} profile here); run it from "
                 "this commit"]
-    return vouched_problems(run)
+    return file_problems(run) or vouched_problems(run)
+
+
+def _is_png(path: Path) -> bool:
+    """Return whether ``path`` decodes as a PNG image."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.verify()
+            return image.format == "PNG"
+    except Exception:                                     # noqa: BLE001 (whatever Pillow raises, it is no image)
+        return False
+
+
+def file_problems(run: Run) -> list[str]:
+    """Return one line per file of an executed run that ``adopt`` may not publish: a symbolic link on the way (the
+    notebook, the metrics, the figures folder or a figure), a figure that does not decode as a PNG, and, against the
+    sha256 of each figure the run saved (``figure_sha256`` in its metrics), a figure missing, changed or added."""
+    rel = lambda path: path.relative_to(run.metrics_path.parent).as_posix()  # noqa: E731
+    links = [rel(p) for p in (run.ipynb, run.metrics_path, run.figures) if p.is_symlink()]
+    if links:
+        return [f"{name} is a symbolic link (adopt publishes plain files only)" for name in links]
+    files = sorted(run.figures.iterdir()) if run.figures.is_dir() else []
+    problems = [f"{rel(p)} is a symbolic link (adopt publishes plain files only)" for p in files if p.is_symlink()]
+    problems += [f"{rel(p)} is not a PNG image" for p in files
+                 if p.suffix == ".png" and not p.is_symlink() and p.is_file() and not _is_png(p)]
+    saved = run.metrics.get("figure_sha256")
+    if isinstance(saved, dict):
+        for name, sha in saved.items():
+            path = run.figures / str(name)
+            if not path.is_file():
+                problems.append(f"{rel(path)}, a figure the run saved, is missing")
+            elif not any(rel(path) in line for line in problems) and \
+                    hashlib.sha256(path.read_bytes()).hexdigest() != sha:
+                problems.append(f"{rel(path)} is not the figure the run saved (its sha256 differs)")
+        problems += [f"{rel(p)} is not a figure the run saved" for p in files if p.suffix == ".png" and p.name not in saved]
+    return problems
 
 
 def adopted_environment(root: Path, nb: Notebook, metrics: dict) -> dict:
