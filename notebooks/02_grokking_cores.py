@@ -62,7 +62,7 @@
 # defaults (a narrow pre-LayerNorm model with the $[a, b, =]$ input and full-batch steps) only check
 # that every cell runs and every claim is computed within CI minutes; they fork before grokking by
 # design. A claim whose bound is a number the paper states at its own setting (the energy rank at
-# grokking, a flat sufficient rank, all 27 modes at the end) is undecided at any profile but the paper's,
+# grokking, all 27 modes at the end) is undecided at any profile but the paper's,
 # the `cpu` profile included. A fit rank near $p - 1$ makes the shift fit exact whatever the model does;
 # any other claim is undecided only for a seed that fails it inside such a regime (the claims below name
 # it), and fails for a seed that fails outside it.
@@ -373,9 +373,10 @@ plt.show()
 #   the core (over $c$, summed over the core's directions). A fit on $r$ directions resolves at most
 #   $\lceil r/2 \rceil$ frequencies and is exact at $r \ge p - 1$; this count has neither limit.
 #
-# **Undecided.** Three claims test a number the paper states at its own setting: the energy rank ≈ 15 at
-# grokking, a flat sufficient rank to epoch 20,001, and all ⌊p/2⌋ + 1 = 27 modes at the end
-# (`grokking_cores.AT_PAPER_SETTING`). A run whose task, model, training or analysis differs from the
+# **Undecided.** Two claims test a number the paper states at its own setting: the energy rank ≈ 15 at
+# grokking and all ⌊p/2⌋ + 1 = 27 modes at the end (`grokking_cores.AT_PAPER_SETTING`). Inflation is a
+# shape, decided at any setting for both its halves alike: the necessary rank at least doubles while the
+# sufficient rank stays flat. A run whose task, model, training or analysis differs from the
 # paper profile in any value (`grokking_cores.PAPER_SETTING`; the `cpu` profile's width, for one) leaves
 # them undecided, and the reason names the values that differ. The other claims the paper states
 # independently of its setting, and they are decided at any profile. Among those, a claim is undecided only

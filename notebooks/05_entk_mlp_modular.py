@@ -11,7 +11,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -275,7 +275,8 @@ plt.show()
 #   generalises, and without one it is undecided;
 # - "weak at initialisation" (the cliff-2 alignment at the first snapshot as a fraction of its last
 #   value, at most 0.3) against the same fraction for cliff 1, an alignment training does not build, and
-#   at the first snapshot of the network that generalises;
+#   at the first snapshot of the network that generalises (a check, not a test of the paper: any random
+#   initialisation satisfies it, so it is never counted as the paper reproduced);
 # - the held-out accuracy the claims presuppose (a precondition) against the network at initialisation.
 #
 # On one-hot inputs the first cliff is a block of any first-layer kernel (see above), so its two rows

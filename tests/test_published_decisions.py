@@ -11,6 +11,7 @@ import pytest
 
 from corekit.chapters import grokking_cores
 from corekit.runs import publish
+from corekit.runs.notebooks import Notebook
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,6 +66,7 @@ def test_chapter_02_at_p_53_is_undecided_only_inside_a_regime_its_numbers_show()
         assert metrics["parameters"]["p"] == 53, "02's cpu profile is the paper's modulus at a smaller width"
     p = metrics["parameters"]["p"]
     seeds = [f"seed {s}" for s in metrics["parameters"]["seeds"]]
+    stale = publish.stale_reason(Notebook(REPO, "02_grokking_cores"), metrics) is not None
     for claim in metrics["claims"]:
         if claim["verdict"] != "undecided":
             continue
@@ -76,7 +78,8 @@ def test_chapter_02_at_p_53_is_undecided_only_inside_a_regime_its_numbers_show()
         assert untrained or exact or setting, f"02 {claim['id']}: a regime this test does not know: {reason}"
         if setting:
             assert setting.group(1) == "; ".join(grokking_cores.setting_differences(metrics["parameters"])), reason
-            assert claim["id"].removesuffix("_authors") in grokking_cores.AT_PAPER_SETTING, reason
+            if not stale:                      # a stale run keeps the rule it was decided by (a later one may differ)
+                assert claim["id"].removesuffix("_authors") in grokking_cores.AT_PAPER_SETTING, reason
         if untrained:
             level, values = float(untrained.group(1)), [float(v) for v in untrained.group(2).split(",")]
             for model in failing:

@@ -242,7 +242,7 @@ CLAIMS: tuple[Spec, ...] = (
          "(fraction of its maximum)", at_least(0.85)),
     Spec("alignment_peak_near_grok", "paper", "|t_peak − t_grok| in units of the tolerance max(snapshot spacing, "
          "0.2 t_grok)", at_most(1), paper="near grokking"),
-    Spec("alignment_at_init", "paper", "cliff-2 alignment with the a ± b features at the first snapshot, as a fraction "
+    Spec("alignment_at_init", "check", "cliff-2 alignment with the a ± b features at the first snapshot, as a fraction "
          "of its value at the last", at_most(0.3), paper="weak at initialisation"),
     Spec("final_test_accuracy", "precondition", "held-out accuracy at the last epoch", at_least(GENERALISES), paper=1.0),
 )

@@ -736,9 +736,9 @@ PAPER_SETTING = {"p": 53, "train_frac": 0.5, "n_layers": 2, "d_model": 128, "n_h
                  "drop_last": False, "epochs": 20001, "energy_threshold": 0.99}
 #: The claims (without the ``_authors`` suffix) whose bound is a number the paper states at its setting, with that
 #: number; every other claim the paper states independently of its setting (the rotation of a grokked core, the
-#: timing of crystallization, inflation as growth at all, none without weight decay) and is decided at any profile.
+#: timing of crystallization, inflation as a shape: the necessary rank grows while the sufficient rank stays flat,
+#: none without weight decay) and is decided at any profile.
 AT_PAPER_SETTING = {"rank_at_grok": "energy rank ≈ 15 at grokking",
-                    "sufficient_rank_growth": "flat sufficient rank from grokking to epoch 20,001",
                     "modes_final": "all ⌊p/2⌋ + 1 = 27 frequency modes at epoch 20,001"}
 #: What decides a claim that a run outside :data:`PAPER_SETTING` leaves undecided.
 PAPER_DECIDES = ("the paper profile (notebooks/params/paper/02_grokking_cores.yaml) decides it, seed by seed "
