@@ -363,3 +363,14 @@ def test_check_inputs_refuses_as_the_run_machinery_did():
         ch.check_inputs({**params, "eval_every": 3})
     with pytest.raises(ValueError, match="parameter 'top_k': expected at most p² = 841"):
         ch.check_inputs({**params, "top_k": 900})
+
+
+def test_a_network_that_does_not_generalise_leaves_the_paper_claims_about_its_kernel_undecided():
+    """Issue 68: a run too short to generalise (epochs 5) failed four paper claims on an untrained kernel."""
+    got = _by_id(_findings(test_acc=[0.03, 0.1, 0.2, 0.4]))
+    assert got["final_test_accuracy"].verdict == "fail"
+    for cid in ("cliff1_size", "cliff2_size", "cliff1_alignment_ab", "cliff2_alignment_sum", "cliff2_alignment_diff",
+                "alignment_peak_near_grok"):
+        assert got[cid].verdict == "undecided", cid
+        assert "does not generalise (final test accuracy 0.400 < 0.99" in got[cid].reason, cid
+    assert {c.kind for c in got.values() if c.verdict in ("pass", "fail")} <= {"precondition", "check"}

@@ -295,22 +295,26 @@ def claims(findings: Findings) -> list[Claim]:
     cliff1_there = ("on one-hot inputs the functions of a alone and of b alone (2(p − 1) of them) are a block of any "
                     "first-layer kernel, so the untrained network's kernel already has this cliff")
     edge_blocks = {f"edge {int(f.init[e])}": int(f.init[e]) - 1 for e in ("edge1", "edge2")}
+    test_acc = np.asarray(f.test_acc, dtype=float)
+    unfit = None if test_acc[-1] >= GENERALISES else (
+        f"the network does not generalise (final test accuracy {test_acc[-1]:.3f} < {GENERALISES}, its precondition), "
+        "and the claim is about the kernel of one that does; a longer run (the notebook's defaults) decides it")
     size_bound = equal_to(n_cliff)
     size1 = decide(replace(_SPEC["cliff1_size"], bound=size_bound), int(f.edges[0]) - 1, paper=n_cliff,
                    null=Null(f"{at_init}: the block 1…e−1 before each of its two detected edges e", edge_blocks),
-                   why=cliff1_there if n_cliff in edge_blocks.values() else None)
+                   why=cliff1_there if n_cliff in edge_blocks.values() else None, undecided=unfit)
     size2 = decide(replace(_SPEC["cliff2_size"], bound=size_bound), int(f.edges[1]) - int(f.edges[0]), paper=n_cliff,
-                   null=Null(at_init, int(f.init["cliff2_size"])))
+                   null=Null(at_init, int(f.init["cliff2_size"])), undecided=unfit)
     ab = _SPEC["cliff1_alignment_ab"]
     out = [size1, size2,
            decide(ab, float(f.align["ab"]), paper=f"{55.16 / 56:.4f} (authors' code, not printed)" if f.p == 29 else None,
                   null=[Null(at_init, float(f.init["ab"])), Null(random_block, float(f.random_q99["ab"]))],
-                  why=cliff1_there if ab.bound.test(f.init["ab"]) else None)]
+                  why=cliff1_there if ab.bound.test(f.init["ab"]) else None, undecided=unfit)]
     for key, printed in (("sum", 26.47), ("diff", 25.21)):
         out.append(decide(_SPEC[f"cliff2_alignment_{key}"], float(f.align[key]),
                           paper=round(printed / 28, 4) if f.p == 29 else None,
-                          null=[Null(at_init, float(f.init[key])), Null(random_block, float(f.random_q99[key]))]))
-    test_acc = np.asarray(f.test_acc, dtype=float)
+                          null=[Null(at_init, float(f.init[key])), Null(random_block, float(f.random_q99[key]))],
+                          undecided=unfit))
     tol = max(float(dyn.spacing), 0.2 * float(dyn.t_grok))
     out.append(decide(
         _SPEC["alignment_peak_near_grok"], abs(dyn.t_peak - dyn.t_grok) / tol,
