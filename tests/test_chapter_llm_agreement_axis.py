@@ -633,7 +633,7 @@ def test_check_inputs_sizes_the_weights_at_the_dtype_they_load_in(monkeypatch, d
     from corekit.chapters import llm_agreement_axis as ch
     n = inputs.LANGUAGE_MODELS["gemma-3-270m"][0]
     monkeypatch.setattr(inputs, "memory_limit", lambda device: (3 * n, "a 3-bytes-a-weight machine"))
-    params = {"models": ["gemma-3-270m"], "dtype": dtype, "device": "cpu"}
+    params = {"models": ["gemma-3-270m"], "dtype": dtype, "device": "cpu", "n_train": 120, "n_test": 120}
     if refused:
         with pytest.raises(inputs.ParameterError, match="models"):
             ch.check_inputs(params)

@@ -119,8 +119,8 @@ def remove_tree(folder: Path) -> None:
 #: The record, in a folder, of the files the tool's runs wrote there through a path parameter (e.g. an export).
 WRITTEN = ".corekit-written"
 #: What a run writes into a checkpoint folder (``# path; writes: folder``): the trainer's state, a sweep's segments,
-#: and a sweep's shard folders holding the same.
-CHECKPOINT_ENTRIES = re.compile(r"^(last\.pt|last\.tmp|segments\.json|p\d+_b\d+_[0-9a-f]{12})$")
+#: and the shard folders of a sweep (03) or of a run by seed (02) holding the same.
+CHECKPOINT_ENTRIES = re.compile(r"^(last\.pt|last\.tmp|segments\.json|p\d+_b\d+_[0-9a-f]{12}|seed\d+_[0-9a-f]{12})$")
 
 
 def book_root() -> Path | None:
