@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Sequence
@@ -147,7 +147,8 @@ def checkpoint_steps(epochs: int, epoch_steps: int, fork_epoch: int, checkpoint_
 
 
 def at_checkpoints(history, curve: Tensor, checkpoints: Sequence[int]) -> Tensor:
-    """Return the rows (C, M) of ``curve`` (evaluated steps, M), one of ``history.curve``, at the checkpoint steps (C,)."""
+    """Return the rows (C, M) of ``curve`` (evaluated steps, M), one of ``history.curve``, at the checkpoint steps (C,)
+    (``history``: anything with the evaluated ``steps``)."""
     return torch.stack([curve[history.steps.index(s)] for s in checkpoints])
 
 
@@ -457,7 +458,7 @@ class Measured:
 
     def at_checkpoints(self, curve: Tensor) -> Tensor:
         """Return the rows (C, 2S) of ``curve`` (E, 2S) at the checkpoint steps."""
-        return torch.stack([curve[self.steps.index(s)] for s in self.checkpoints])
+        return at_checkpoints(self, curve, self.checkpoints)
 
     @property
     def points(self) -> GrokkingPoints:
@@ -577,18 +578,18 @@ def measure(model, history: History, checkpoints: Sequence[int], data: Sequence[
     checkpoints. ``data`` as :func:`analysis_data` returns it; the states are loaded into ``model``."""
     S = len(model.seeds) // 2
     test_acc, train_acc = history.curve("test_acc"), history.curve("train_acc")
-    partial_run = Measured(seeds=list(model.seeds[:S]), checkpoints=list(checkpoints), steps=list(history.steps),
-                           test_acc=test_acc, train_acc=train_acc, runs={}, control={}, null_ranks={},
-                           spectrum_at_grok=[])
-    pts = partial_run.points
+    pts = grokking_points(checkpoints, at_checkpoints(history, test_acc, checkpoints),
+                          at_checkpoints(history, train_acc, checkpoints), S)
     cores = cores_at_checkpoints(model, history.snapshots, checkpoints, data, energy_threshold)
     cases = [control_cases(g, b, pts.final) for g, b in zip(pts.seed_i_grok, pts.seed_i_before)]
     control = exact_fit_controls(model, history.snapshots, checkpoints, data, cores.runs, cases)
     null = null_direction_ranks(model, history.snapshots, [checkpoints[g] for g in pts.seed_i_grok], data,
                                 energy_threshold)
-    return replace(partial_run, runs={a: {k: cores.runs[a][k] for k in KEPT_KEYS} for a in cores.runs},
-                   control=control, null_ranks=null,
-                   spectrum_at_grok=[cores.runs["authors"]["spectrum"][g][m] for m, g in enumerate(pts.seed_i_grok)])
+    return Measured(seeds=list(model.seeds[:S]), checkpoints=list(checkpoints), steps=list(history.steps),
+                    test_acc=test_acc, train_acc=train_acc,
+                    runs={a: {k: cores.runs[a][k] for k in KEPT_KEYS} for a in cores.runs}, control=control,
+                    null_ranks=null,
+                    spectrum_at_grok=[cores.runs["authors"]["spectrum"][g][m] for m, g in enumerate(pts.seed_i_grok)])
 
 
 def record_key(params: dict, seed: int) -> str:
