@@ -79,7 +79,7 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from corekit import fourier, oracle, subspaces
+from corekit import entk, fourier, oracle, recipes, subspaces
 from corekit.chapters import entk_transformer_modular
 from corekit.curves import first_step_reaching, steepest_rise
 from corekit.plots import integer_ticks, panel_grid
@@ -101,10 +101,10 @@ print("authors' run on the same seeds:", "results/oracle/06.json, commit " + aut
 #
 # Every model is evaluated and its parameters are saved where the authors log: after epoch 0 and every
 # `log_every_epochs` epochs after it (their epoch $e$ ends after $e+1$ epochs of training), and at the end;
-# the recipe is `corekit.chapters.entk_transformer_modular.train_authors`.
+# the recipe is `corekit.recipes.train_authors`.
 
 # %%
-run = entk_transformer_modular.train_authors(seeds=all_seeds, epochs=epochs, device=dev, **settings)
+run = recipes.train_authors(seeds=all_seeds, epochs=epochs, device=dev, **settings)
 tokens, model, history, spe = run.tokens, run.model, run.history, run.steps_per_epoch   # tokens (p², 3): a, b, "="
 log_epochs = run.log_epochs                                              # the authors' logged epochs
 epoch_axis = np.asarray(history.steps) / spe                             # epochs trained at each evaluation
@@ -152,8 +152,8 @@ studied = [seed for seed in seeds if authors and str(seed) in authors["seeds"]]
 horizon, through, log_gap, null_gap = {}, {}, {}, {}
 if studied:
     rerun = dict(settings, seeds=studied, epochs=LOG_MATCH_THROUGH + 1, device=dev)
-    exact_loss = np.asarray(entk_transformer_modular.train_authors(**rerun, dtype=torch.float64).history.epoch_train_loss)
-    other_order = entk_transformer_modular.train_authors(**dict(rerun, batch_order="seeded"))
+    exact_loss = np.asarray(recipes.train_authors(**rerun, dtype=torch.float64).history.epoch_train_loss)
+    other_order = recipes.train_authors(**dict(rerun, batch_order="seeded"))
     other_loss = np.asarray(other_order.history.epoch_train_loss)                 # (epochs, studied seeds)
 for j, seed in enumerate(studied):
     i, log = all_seeds.index(seed), authors["seeds"][str(seed)]["log"]
@@ -258,10 +258,9 @@ results = [entk_transformer_modular.measure(model, i, tokens_dev, p, top_k=top_k
 results_init = [entk_transformer_modular.measure(model, i, tokens_dev, p, top_k=top_k, keys=keys[i], state=history.snapshots[0])
                 for i in range(len(all_seeds))]                          # the same blocks at initialisation: a null
 ATTENTION = ["0.W_Q", "0.W_K", "0.W_V", "0.W_O"]                        # one summed kernel, reported beside
-grouped, grouped_init = ([entk_transformer_modular.score_blocks(entk_transformer_modular.group_eigenpairs(model, i, tokens_dev, top_k,
-                                                                                 {"attention": ATTENTION}, state=state),
-                                                    p, keys[i]).scores["attention"] for i in range(len(all_seeds))]
-                          for state in (None, history.snapshots[0]))
+grouped, grouped_init = ([entk_transformer_modular.score_blocks(
+    entk.parameter_group_eigenpairs(model, i, tokens_dev, top_k, {"attention": ATTENTION}, state=state),
+    p, keys[i]).scores["attention"] for i in range(len(all_seeds))] for state in (None, history.snapshots[0]))
 NULL_SAMPLES = 200                                                       # random blocks per model and family
 random_block = [{family: float(np.quantile(subspaces.random_alignment_null(fourier.fourier_basis(p, kind, keys[i]),
                                                                         2 * len(keys[i]) + 1, NULL_SAMPLES, seed=i), 0.99))
@@ -287,7 +286,7 @@ table([{"seed": seed, "kernel": name, "sum: block 0": row["sum"][0], "sum: block
 SHOWN = ["0.W_in", "0.W_O", "0.W_out", "W_U"]
 fig, axes = panel_grid(len(SHOWN) * len(seeds), ncols=2, panel=(5, 3.2), sharey=True)
 for i, seed in enumerate(seeds):
-    eig = entk_transformer_modular.parameter_eigenpairs(model, i, tokens_dev, top_k, names=SHOWN)
+    eig = entk.parameter_eigenpairs(model, i, tokens_dev, top_k, names=SHOWN)
     F_sum, F_in = fourier.fourier_basis(p, "sum", keys[i]), fourier.fourier_basis(p, "input_sum", keys[i])
     for ax, (name, e) in zip(axes[len(SHOWN) * i:], eig.items()):
         ax.plot(subspaces.alignment_profile(e.vectors, F_sum).cpu(), "o-", ms=3, lw=0.8, label="a + b")
@@ -322,8 +321,8 @@ dyn_epochs = [e for e in log_epochs if e % dynamics_every_epochs == 0]
 dyn_test = run.after_epochs("test_acc", dyn_epochs)                      # (snapshots, models): the null's curve
 dynamics = []
 for i in range(len(seeds)):
-    curve, _ = entk_transformer_modular.unembedding_alignment(model, i, tokens_dev, p, keys[i], top_k=top_k,
-                                                              states=[history.snapshots[(e + 1) * spe] for e in dyn_epochs])
+    curve, _ = entk.unembedding_alignment(model, i, tokens_dev, fourier.fourier_basis(p, "sum", keys[i]), top_k=top_k,
+                                          states=[history.snapshots[(e + 1) * spe] for e in dyn_epochs])
     t_peak, _ = steepest_rise(dyn_epochs, curve)
     dynamics.append(dict(curve=curve, t_peak=t_peak, test_rise=steepest_rise(dyn_epochs, dyn_test[:, i])[0]))
 table([{"seed": seed, "W_U block": f"[0:{2 * len(keys[i]) + 1}]", f"after epoch {dyn_epochs[0]}": d["curve"][0],

@@ -11,7 +11,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -103,7 +103,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from corekit import fourier
+from corekit import entk, fourier, recipes
 from corekit import lm as language_models
 from corekit.chapters import two_lenses
 from corekit.curves import first_step_reaching, settling_epoch, steepest_rise
@@ -118,13 +118,13 @@ claims, figures, dev = setup("08_two_lenses", globals())
 # %% [markdown]
 # ## The model
 #
-# Chapter 06's training, unchanged (`two_lenses.train_modular`, chapter 06's `train_authors`): every model
+# Chapter 06's training, unchanged (`corekit.recipes.train_authors`): every model
 # is evaluated where the authors log (every `log_every_epochs` epochs) and its parameters are saved every
 # `dynamics_every_epochs` epochs (and at initialisation).
 
 # %%
 t0 = time.perf_counter()
-run = two_lenses.train_modular(
+run = recipes.train_authors(
     p, seeds, epochs, d_model=d_model, n_heads=n_heads, d_mlp=d_mlp, train_frac=train_frac, lr=lr,
     weight_decay=weight_decay, betas=betas, batch_size=batch_size, data_seed=data_seed, split=split, init=init,
     batch_order=batch_order, log_every_epochs=log_every_epochs, snapshot_every_epochs=dynamics_every_epochs, device=dev)
@@ -156,7 +156,7 @@ t0 = time.perf_counter()
 h, core, ranks = two_lenses.final_residual_core(model, tokens_dev, energy_threshold)
 ace_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
-eigs = [two_lenses.parameter_eigenpairs(model, i, tokens_dev, top_k) for i in range(len(seeds))]
+eigs = [entk.parameter_eigenpairs(model, i, tokens_dev, top_k) for i in range(len(seeds))]
 entk_seconds = time.perf_counter() - t0
 h_init, core_init, ranks_init = two_lenses.final_residual_core(model, tokens_dev, energy_threshold, history.snapshots[0])
 gram_gap = two_lenses.gram_gap(h, eigs, model.p("W_U").shape[-1])

@@ -14,7 +14,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -157,7 +157,7 @@ print(f"continuations of seed {spawned.parent_seed} from epoch {spawn_epoch}: he
 
 # %%
 pairs = mc.choose_pairs(models, max_contrast_pairs)
-print(f"{len(models.members)} models generalise: {len(pairs.same)} pair(s) share their key set "
+print(f"{len(models.generalised)} of {len(seeds)} models generalise: {len(pairs.same)} pair(s) share their key set "
       f"({', '.join(pairs.same_labels) or 'none'}); {len(pairs.contrast)} contrast pair(s)")
 
 # %% [markdown]
@@ -301,7 +301,7 @@ findings = mc.Findings(
     spawn_epoch=spawn_epoch, stitch=shares, same_ordered=stitching.same_labels, gap=gap,
     function_error=paths.function_error, path_end_error=paths.end_error, train_seconds=models.seconds,
     align_seconds=paths.seconds, stitch_seconds=stitching.seconds, generalise_at=generalise_at,
-    min_same_key_pairs=min_same_key_pairs, random_rotations=random_rotations, n_boot=n_boot)
+    shortfall=models.shortfall, min_same_key_pairs=min_same_key_pairs, random_rotations=random_rotations, n_boot=n_boot)
 claims.add(*mc.claims(findings))
 claims.write()
 claims.table()

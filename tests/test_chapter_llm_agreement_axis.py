@@ -12,7 +12,8 @@ from test_llm import tiny  # noqa: E402
 
 from corekit import lm as llm  # noqa: E402
 from corekit import stats
-from corekit.chapters.llm_agreement_axis import Generation, find_axis, measure, newest_position_generation, sufficient_rank, sweep  # noqa: E402
+from corekit.chapters.llm_agreement_axis import Generation, newest_position_generation, sufficient_rank  # noqa: E402
+from corekit.number_axis import find_axis, measure, sweep  # noqa: E402
 from corekit.tasks import agreement  # noqa: E402
 from corekit.tasks.agreement import margin_head  # noqa: E402
 
@@ -376,7 +377,8 @@ def _model(name, z_diff):
     """One model's hand-made readings, steps and nulls: L = 6, the layer chosen 5, every claim passing."""
     from types import SimpleNamespace
 
-    from corekit.chapters.llm_agreement_axis import MarginFit, MeanDifferenceNull, Nulls, RankCurve, Sweep
+    from corekit.chapters.llm_agreement_axis import MarginFit, MeanDifferenceNull, Nulls, RankCurve
+    from corekit.number_axis import Sweep
     value, y = torch.tensor([2.0, 1.0, -1.0, -2.0]), np.array([1, 1, 0, 0])
     measured = SimpleNamespace(name=name, lm=SimpleNamespace(weights=f"{name} weights", source=f"hub:{name}"), n_layers=6,
                                base_auroc=1.0, test=SimpleNamespace(last=SimpleNamespace(value=value), y=y))

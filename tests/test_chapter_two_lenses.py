@@ -202,15 +202,15 @@ def _np_alignment(A, B, centre_b=True):
 
 
 def test_compare_lenses_matches_numpy_alignments_and_a_brute_force_null(model):
-    from corekit.chapters import entk_transformer_modular
+    from corekit import entk
     tokens = _tokens()
     other = BatchedTransformer(CFG, seeds=[5, 6]).double()
     h, core, ranks = two_lenses.final_residual_core(model, tokens)
     h0, core0, ranks0 = two_lenses.final_residual_core(other, tokens)
     m = 1
     r, r0 = int(ranks[m]), int(ranks0[m])
-    eigs = entk_transformer_modular.parameter_eigenpairs(model, m, tokens, r + 3, names=["W_U", "W_E"])
-    init = entk_transformer_modular.parameter_eigenpairs(other, m, tokens, r0 + 1, names=["W_U", "W_E"])
+    eigs = entk.parameter_eigenpairs(model, m, tokens, r + 3, names=["W_U", "W_E"])
+    init = entk.parameter_eigenpairs(other, m, tokens, r0 + 1, names=["W_U", "W_E"])
     F = torch.from_numpy(np.random.default_rng(3).normal(size=(P * P, 4)))
     c = two_lenses.compare_lenses(m, h, core, ranks, eigs, h0, core0, ranks0, init, "W_U", null_samples=20, features=F)
     Z, Z0 = core.coordinates(h, r)[m].numpy(), core0.coordinates(h0, r0)[m].numpy()

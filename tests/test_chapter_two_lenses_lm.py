@@ -12,8 +12,8 @@ from test_llm import tiny  # noqa: E402
 
 from corekit import subspaces  # noqa: E402
 from corekit.chapters import two_lenses as ae  # noqa: E402
-from corekit.chapters.llm_agreement_axis import find_axis, measure  # noqa: E402
 from corekit.entk import ResidualStreamNTK, dense_eigenpairs  # noqa: E402
+from corekit.number_axis import find_axis, measure  # noqa: E402
 from corekit.tasks import agreement  # noqa: E402
 
 

@@ -94,13 +94,6 @@ def test_the_language_model_layer_imports_no_task_and_no_kernel():
             assert not {m for m in found if m.startswith("corekit.tasks")}, module
 
 
-#: Chapter modules that may import other chapters' modules, and which.
-CHAPTERS_MAY_IMPORT = {"corekit.chapters.two_lenses": {"corekit.chapters.grokking_cores",
-                                                       "corekit.chapters.entk_transformer_modular",
-                                                       "corekit.chapters.llm_agreement_axis"},
-                       "corekit.chapters.merging_cores": {"corekit.chapters.entk_transformer_modular"}}
-
-
 def test_nothing_outside_the_run_machinery_imports_it():
     """The science (every wing and chapter) never imports ``corekit.runs``: the wall has no door."""
     edges, _ = graph()
@@ -109,16 +102,12 @@ def test_nothing_outside_the_run_machinery_imports_it():
     assert {m: f for m, f in crossing.items() if f} == {}
 
 
-def test_a_chapter_module_imports_no_other_chapter_except_the_allowed():
+def test_a_chapter_module_imports_no_other_chapter():
+    """A method two chapters need lives in a wing, so no chapter imports another."""
     edges, _ = graph()
-    bad = {}
-    for module, found in edges.items():
-        if module.startswith("corekit.chapters."):
-            others = {f for f in found if f.startswith("corekit.chapters.") and f != module}
-            extra = others - CHAPTERS_MAY_IMPORT.get(module, set())
-            if extra:
-                bad[module] = sorted(extra)
-    assert bad == {}
+    bad = {m: sorted(f for f in found if f.startswith("corekit.chapters.") and f != m)
+           for m, found in edges.items() if m.startswith("corekit.chapters.")}
+    assert {m: f for m, f in bad.items() if f} == {}
 
 
 def test_no_shared_module_imports_a_chapter():
@@ -143,7 +132,7 @@ def test_the_import_rules_catch_a_crossing(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "LIB", lib)
     monkeypatch.setattr(__import__(__name__), "PACKAGE", pkg)
     for rule in (test_nothing_outside_the_run_machinery_imports_it,
-                 test_a_chapter_module_imports_no_other_chapter_except_the_allowed):
+                 test_a_chapter_module_imports_no_other_chapter):
         try:
             rule()
         except AssertionError:

@@ -102,3 +102,12 @@ def test_bootstrap_interval_is_seeded_and_checks_its_input():
     assert stats.bootstrap_interval(np.mean, (x,), seed=3) == stats.bootstrap_interval(np.mean, (x,), seed=3)
     with pytest.raises(ValueError, match="share their first dimension"):
         stats.bootstrap_interval(stats.spearman, (x, x[:5]))
+
+
+def test_paired_difference_is_the_mean_difference_with_a_percentile_bootstrap_interval():
+    x, y = {"a": 0.5, "b": 0.7, "c": 0.9}, {"a": 0.4, "b": 0.4, "c": 0.4}
+    mean, (low, high) = stats.paired_difference(x, y, n_boot=4000, seed=1)
+    assert mean == pytest.approx(0.3) and 0.1 - 1e-12 <= low < mean < high <= 0.5 + 1e-12
+    assert stats.paired_difference({"a": 1.0}, {"a": 0.5}) == (0.5, None)
+    with pytest.raises(ValueError, match="the same keys"):
+        stats.paired_difference(x, {"a": 0.0})

@@ -1,9 +1,12 @@
-"""Small statistics the notebooks share: AUROC, Spearman correlation, affine fits and R², Wilson and bootstrap intervals.
+"""Small statistics the notebooks share: AUROC, Spearman correlation, affine fits and R², Wilson and bootstrap intervals
+(of a mean, of a paired difference, of a difference between two kinds of model pair).
 
 Batched where it helps (a leading dimension of scores, e.g. one row per layer); tested against
 scikit-learn and SciPy.
 """
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 
@@ -143,3 +146,48 @@ def bootstrap_interval(statistic, samples: tuple, n_boot: int = 2000, level: flo
     values = np.array([statistic(*(a[idx] for a in arrays)) for idx in rng.integers(0, n, size=(n_boot, n))])
     low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
+
+
+def pair_difference(values: Mapping[tuple[int, int], float], same: Mapping[tuple[int, int], bool],
+                    n_boot: int = 2000, seed: int = 0) -> tuple[float, tuple[float, float] | None]:
+    """Return (mean over ``same`` pairs − mean over the other pairs, its 95 % bootstrap interval over models).
+
+    ``values`` and ``same`` are keyed by ordered pairs of model indices. A resample draws the models with
+    replacement and keeps the pairs of two different draws; resamples without both kinds of pair are skipped, and the
+    interval is None when fewer than half of them have both.
+    """
+    kinds = [same[k] for k in values]
+    if all(kinds) or not any(kinds):
+        raise ValueError("same: expected pairs of both kinds (some sharing their keys, some not)")
+    def difference(pairs: list[tuple[int, int]]) -> float | None:
+        a = [values[k] for k in pairs if same[k]]
+        b = [values[k] for k in pairs if not same[k]]
+        return float(np.mean(a) - np.mean(b)) if a and b else None
+
+    observed = difference(list(values))
+    models = sorted({i for pair in values for i in pair})
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        chosen = rng.choice(models, size=len(models), replace=True)
+        pairs = [(i, j) for x, i in enumerate(chosen) for y, j in enumerate(chosen) if x != y and (i, j) in values]
+        d = difference(pairs)
+        if d is not None:
+            draws.append(d)
+    if len(draws) < n_boot / 2:
+        return observed, None
+    return observed, (float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975)))
+
+
+def paired_difference(x: Mapping[str, float], y: Mapping[str, float], n_boot: int = 2000,
+                      seed: int = 0) -> tuple[float, tuple[float, float] | None]:
+    """Return (mean over the keys of x[k] − y[k], its 95 % bootstrap interval over the keys), the interval None for
+    fewer than two keys."""
+    keys = sorted(x)
+    if sorted(y) != keys or not keys:
+        raise ValueError(f"x and y: expected the same keys, at least one, got {keys} and {sorted(y)}")
+    d = np.array([x[k] - y[k] for k in keys], dtype=float)
+    if len(d) < 2:
+        return float(d.mean()), None
+    draws = np.random.default_rng(seed).choice(d, size=(n_boot, len(d)), replace=True).mean(1)
+    return float(d.mean()), (float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975)))

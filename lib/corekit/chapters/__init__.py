@@ -12,8 +12,7 @@ Each module declares, before any run:
   kernel starts.
 
 A chapter module imports the shared wings (networks and data; the two methods and their tools; the verdict
-vocabulary) and no other chapter, except :mod:`.two_lenses` (chapters 04 and 06) and :mod:`.merging_cores`
-(chapter 06's training), as ``tests/test_imports.py`` allows. A notebook imports its own chapter module and the
+vocabulary) and no other chapter (``tests/test_imports.py``): a method two chapters need lives in a wing. A notebook imports its own chapter module and the
 wings, never another chapter's module.
 
 =====================================  =====================================================================

@@ -15,7 +15,7 @@ the PCA of h, its coordinates the left singular vectors of the centred H. The tw
 centring: for activations of mean zero the core of rank r and the kernel's top r eigenvectors span the same
 functions; otherwise the uncentred kernel mixes the mean (the constant function) into its leading block.
 
-Kernels come per parameter (:func:`corekit.chapters.entk_transformer_modular.parameter_eigenpairs`) or per layer
+Kernels come per parameter (:func:`corekit.entk.parameter_eigenpairs`) or per layer
 (:func:`layer_eigenpairs`: the parameters of :func:`corekit.models.layer_groups` summed), for any
 :class:`~corekit.models.BatchedTransformer`, chapter 02's post-LayerNorm encoder block with query, key and value
 biases included.
@@ -25,7 +25,7 @@ directions of the residual stream by least squares (for the readout's own kernel
 singular vectors of H exactly); ACE's keep-only and remove ablations then apply to any orthonormal basis
 (:func:`keep_remove_accuracy`), and :func:`corekit.subspaces.random_subspaces` draws the null of the same dimension.
 
-On a language model (question 4), ACE's axis (:func:`corekit.chapters.llm_agreement_axis.find_axis`) lives in the
+On a language model (question 4), ACE's axis (:func:`corekit.number_axis.find_axis`) lives in the
 residual stream ``layer`` at the last prompt token. The eNTK at that layer is the residual-stream operator of the
 decoder block that writes the stream (:class:`~corekit.entk.ResidualStreamNTK` of block ``layer``'s ``mlp.down_proj``), whose
 inputs must share one token length: :func:`number_lens` keeps the prompts (train and test) of the most
@@ -39,9 +39,8 @@ mapped to a direction by least squares, :func:`stream_directions`; :func:`coreki
 The chapter's steps: :func:`compare_lenses` scores one model's core against every kernel with the nulls (PCA, the
 model at initialisation, random subspaces), for chapter 06's models per parameter and for chapter 02's
 (:func:`train_ace_authors`) per layer; :func:`subspace_ablations` keeps and removes each lens's subspace;
-:func:`number_readings` and :func:`axis_span` read the language model's eNTK against ACE's axis. The notebook reaches
-chapter 06's training and kernels and chapter 04's axis through this module (:func:`train_modular`,
-:func:`parameter_eigenpairs`, :func:`snapshot_lenses`, :func:`number_axis`).
+:func:`number_readings` and :func:`axis_span` read the language model's eNTK against ACE's axis. Chapter 06's
+training is :func:`corekit.recipes.train_authors`, its kernels :func:`corekit.entk.parameter_eigenpairs`.
 
 The claims are the book's own: :data:`CLAIMS` declares them and :func:`claims` decides them on the run's
 :class:`Findings`. A claim about trained models covers every model that generalises (final held-out accuracy ≥
@@ -61,12 +60,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from corekit import ace, entk, stats, subspaces, train
-from corekit.chapters import entk_transformer_modular, llm_agreement_axis
-from corekit.chapters.llm_agreement_axis import Axis, Measured
+from corekit import ace, entk, fourier, stats, subspaces, train
 from corekit.entk import Eigenpairs, ResidualStreamNTK, eigenvector_scores, lanczos
 from corekit.inputs import distinct, fits, heads_divide, kernels, language_model, require
 from corekit.models import BatchedTransformer, TransformerConfig, layer_groups, with_state
+from corekit.number_axis import Axis, Measured, find_axis, measure, sweep
 from corekit.probes import pca_scores
 from corekit.subspaces import residual_directions
 from corekit.tasks.modular import ModularAddition, modular_addition
@@ -104,7 +102,7 @@ def layer_eigenpairs(model, m: int, tokens: Tensor, top_k: int,
     chapter 06), computed in float64; ``state`` (a snapshot's state_dict) replaces the model's weights.
     """
     model = with_state(model, state)
-    return entk_transformer_modular.group_eigenpairs(model, m, tokens, top_k, layer_groups(model.config))
+    return entk.parameter_group_eigenpairs(model, m, tokens, top_k, layer_groups(model.config))
 
 
 def final_residual_core(model, tokens: Tensor, energy_threshold: float = 0.99,
@@ -426,18 +424,6 @@ def axis_span(q_axis: Tensor, h: Tensor, entk_scores: Tensor, pca_scores: Tensor
 # The chapter's steps on chapter 06's and chapter 04's machinery (the notebook imports this module alone)
 
 
-def train_modular(p: int, seeds: list[int], epochs: int, **settings) -> entk_transformer_modular.AuthorsRun:
-    """Return chapter 06's models of ``seeds`` trained by its recipe
-    (:func:`~corekit.chapters.entk_transformer_modular.train_authors`, ``settings`` its keyword arguments) for
-    ``epochs`` epochs: task, tokens (p², 3), models, history."""
-    return entk_transformer_modular.train_authors(p, seeds, epochs, **settings)
-
-
-def parameter_eigenpairs(model, m: int, tokens: Tensor, top_k: int,
-                         state: dict[str, Tensor] | None = None) -> dict[str, Eigenpairs]:
-    """Return {parameter: top-k eigenpairs (N, k)} of model m's per-parameter "pair_mean" eNTKs on tokens (N, T) (chapter
-    06's kernels), on ``state`` (a snapshot's state_dict) in place of the model's weights when given."""
-    return entk_transformer_modular.parameter_eigenpairs(model, m, tokens, top_k, state=state)
 
 
 def gram_gap(h: Tensor, eigs: list[dict[str, Eigenpairs]], n_outputs: int, readout: str = "W_U") -> float:
@@ -461,7 +447,7 @@ def lenses_per_parameter(model, tokens: Tensor, h: Tensor, core: ace.Core, ranks
     h0, core0, ranks0 = init
     out, init_readout = [], []
     for m in range(len(eigs)):
-        init_eigs = parameter_eigenpairs(model, m, tokens, int(ranks0[m]) + 1, state=init_state)
+        init_eigs = entk.parameter_eigenpairs(model, m, tokens, int(ranks0[m]) + 1, state=init_state)
         out.append(compare_lenses(m, h, core, ranks, eigs[m], h0, core0, ranks0, init_eigs, "W_U", null_samples,
                                   features=features[m]))
         init_readout.append(init_eigs["W_U"].vectors)
@@ -487,8 +473,7 @@ def readout_alignment(model, m: int, tokens: Tensor, state: dict[str, Tensor], e
     h, core, ranks = final_residual_core(model, tokens, energy_threshold, state)
     r = int(ranks[m])
     snapshot = with_state(model, state)
-    pairs = entk_transformer_modular.group_eigenpairs(snapshot, m, tokens, r + 1,
-                                                      {readout: layer_groups(model.config)[readout]})
+    pairs = entk.parameter_group_eigenpairs(snapshot, m, tokens, r + 1, {readout: layer_groups(model.config)[readout]})
     return subspaces.alignments(pairs[readout].vectors[:, :r + 1][None], core.coordinates(h, r)[m:m + 1])[0]
 
 
@@ -498,9 +483,9 @@ def snapshot_lenses(model, tokens: Tensor, p: int, keys: list[list[int]], states
     alignment with the a + b features at each model's ``keys`` (S, M) and the two lenses' alignment (S, M)."""
     cores = [final_residual_core(model, tokens, energy_threshold, state) for state in states]
     rank = np.array([r.cpu().numpy() for _, _, r in cores])
-    pairs = [entk_transformer_modular.unembedding_alignment(
-        model, m, tokens, p, keys[m], states, cores=[c.coordinates(h, int(r[m]))[m] for h, c, r in cores])
-        for m in range(rank.shape[1])]
+    pairs = [entk.unembedding_alignment(model, m, tokens, fourier.fourier_basis(p, "sum", keys[m]), states,
+                                        cores=[c.coordinates(h, int(r[m]))[m] for h, c, r in cores])
+             for m in range(rank.shape[1])]
     return rank, np.stack([f for f, _ in pairs], 1), np.stack([lens for _, lens in pairs], 1)
 
 
@@ -514,10 +499,10 @@ def first_memorising(train: np.ndarray, test: np.ndarray, level: float = 0.99) -
 
 def number_axis(lm, name: str, train: list, test: list, batch_size: int) -> tuple[Measured, Axis, int]:
     """Return chapter 04's readings of the agreement prompts, ACE's number axis at every layer and the layer chosen by
-    its sweep (:mod:`corekit.chapters.llm_agreement_axis`: the layer where flipping the axis hurts the margin most)."""
-    measured = llm_agreement_axis.measure(lm, name, train, test, batch_size)
-    axis = llm_agreement_axis.find_axis(measured)
-    return measured, axis, llm_agreement_axis.sweep(measured, axis, range(1, lm.n_layers + 1), "last").layer
+    its sweep (:mod:`corekit.number_axis`: the layer where flipping the axis hurts the margin most)."""
+    measured = measure(lm, name, train, test, batch_size)
+    axis = find_axis(measured)
+    return measured, axis, sweep(measured, axis, range(1, lm.n_layers + 1), "last").layer
 
 
 def difference_of_means_scores(h: Tensor, y: np.ndarray, is_train: np.ndarray) -> Tensor:

@@ -14,16 +14,19 @@ module          job
 ``strategies``  the three named strategies behind one call (:func:`kernel`)
 ``eigen``       top eigenpairs and their residual checks (:func:`lanczos`, :func:`top_eigenpairs`)
 ``residual``    a causal LM module's eNTK on the residual stream (:class:`ResidualStreamNTK`)
+``parameters``  one model of a ``BatchedTransformer`` by parameter and group (:func:`parameter_eigenpairs`)
 ============== ===================================================================================
 """
 from corekit.entk.eigen import Eigenpairs, cliff_edges, dense_eigenpairs, group_eigenpairs, lanczos, top_eigenpairs
 from corekit.entk.exact import MODES, contract, flatten, jacobian_kernels, jacobians, kernels, total
 from corekit.entk.functional import FunctionalModel, LinearSite, Params, functional_mlp, functional_transformer
 from corekit.entk.matvec import kernel_matvec
+from corekit.entk.parameters import parameter_eigenpairs, parameter_group_eigenpairs, unembedding_alignment
 from corekit.entk.residual import LM_MODULES, ResidualStreamNTK, eigenvector_scores, psd_sqrt, unembedding_gram
 from corekit.entk.strategies import STRATEGIES, kernel
 
 __all__ = ["Eigenpairs", "cliff_edges", "dense_eigenpairs", "group_eigenpairs", "lanczos", "top_eigenpairs", "MODES",
            "contract", "flatten", "jacobian_kernels", "jacobians", "kernels", "total", "FunctionalModel",
-           "LinearSite", "Params", "functional_mlp", "functional_transformer", "kernel_matvec", "LM_MODULES",
+           "LinearSite", "Params", "functional_mlp", "functional_transformer", "kernel_matvec", "parameter_eigenpairs",
+           "parameter_group_eigenpairs", "unembedding_alignment", "LM_MODULES",
            "ResidualStreamNTK", "eigenvector_scores", "psd_sqrt", "unembedding_gram", "STRATEGIES", "kernel"]
