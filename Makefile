@@ -33,7 +33,7 @@ lint: install
 
 # Everything: lint, library tests, every notebook on its quick profile (tests/test_book.py, through papermill), the
 # book; then two chapters once more as a user's own tool runs them, nbmake (output_dir empty: nothing may be written
-# into notebooks/). Running all seven a second time would add about 20 minutes to CI for the same kernels.
+# into notebooks/). Running all nine a second time would add about 20 minutes to CI for the same kernels.
 NBMAKE_NOTEBOOKS ?= notebooks/01_markov_cores.ipynb notebooks/05_entk_mlp_modular.ipynb
 test: lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS) --durations=25

@@ -337,21 +337,24 @@ def test_ra2_a_parameter_only_skipped_notebooks_declare_is_refused(tmp_path, cap
 
 def test_ra2_the_readmes_maintainer_command_runs_on_the_book(tmp_path, capsys, monkeypatch):
     """``corekit run all --profile cpu --publish`` on the book itself: every cpu profile passes the checks and may
-    replace its published run; the notebooks run are those with a cpu profile (executed and published by stand-ins)."""
+    replace its published run; the notebooks run are those with a cpu profile (executed and published by stand-ins),
+    but for those published at a larger profile, which are skipped and named."""
     ran, published = [], []
     monkeypatch.setattr(cli, "execute", fake_execute(ran))
     monkeypatch.setattr(cli, "publish_executed", lambda root, name, *args: published.append(name))
     code, out, err = run_in_process(capsys, monkeypatch, REPO, "run", "all", "--profile", "cpu", "--publish",
                                     "--out", str(tmp_path / "out"))
     having = [n for n in notebooks.notebook_names(REPO) if notebooks.Notebook(REPO, n).profile_file("cpu").is_file()]
+    larger = [n for n in having if cli.published_record(REPO, n)[0] == "paper"]
     assert code == 0, err
-    assert ran == published == having and "skipping" in out
-    assert "run all --profile cpu --publish" in (REPO / "README.md").read_text()
+    assert ran == published == [n for n in having if n not in larger] and "skipping" in out
+    assert all(f"{n} (published at its paper profile)" in out for n in larger) and larger
+    assert "run all --profile cpu --publish" in (REPO / "CONTRIBUTING.md").read_text()
 
 
 def readme_clause_rows() -> list[tuple[str, str]]:
-    """Return the (clauses, example) cells of the README's table of parameter comment clauses."""
-    text = (REPO / "README.md").read_text()
+    """Return the (clauses, example) cells of CONTRIBUTING.md's table of parameter comment clauses."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
     table = text[text.index("| comment clause |"):]
     table = table[:table.index("\n\n")]
     return [(cells[1], cells[3]) for row in table.splitlines()[2:] if len(cells := row.split("|")) >= 4]
@@ -379,7 +382,7 @@ def test_se2_every_clause_the_readme_shows_is_read_and_papermill_takes_its_examp
                 paramspec.parse_range(value)
             elif key == "length":
                 assert paramspec.LENGTH.fullmatch(value.replace("N", "2")), clause
-    assert "range: >= 1" not in (REPO / "README.md").read_text()
+    assert "range: >= 1" not in (REPO / "CONTRIBUTING.md").read_text()
 
 
 @pytest.mark.parametrize("command", [["run", "05_entk_mlp_modular"], ["run", "all"], ["book"]])

@@ -132,7 +132,7 @@ def test_nothing_a_reader_has_points_outside_the_repository():
     files = [p for p in (REPO / "notebooks").rglob("*") if p.suffix in (".py", ".ipynb", ".yaml", ".md")]
     files += [p for p in (REPO / "book").rglob("*") if p.suffix in (".md", ".yml", ".py", ".bib", ".css")
               and "_build" not in p.parts]
-    files += [REPO / "README.md", REPO / "_config.yml", REPO / "_toc.yml"]
+    files += [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "_config.yml", REPO / "_toc.yml"]
     assert len(files) > 30, f"only {len(files)} files found under {REPO}"
     for outside in ("../shared", "DESIGN.md"):
         named = [str(p.relative_to(REPO)) for p in files if outside in p.read_text(encoding="utf-8")]

@@ -12,8 +12,8 @@ Each module declares, before any run:
   kernel starts.
 
 A chapter module imports the shared wings (networks and data; the two methods and their tools; the verdict
-vocabulary) and no other chapter (``tests/test_imports.py``): a method two chapters need lives in a wing. A notebook imports its own chapter module and the
-wings, never another chapter's module.
+vocabulary) and no other chapter (``tests/test_imports.py``): a method two chapters need lives in a wing. A notebook
+imports its own chapter module and the wings, never another chapter's module.
 
 =====================================  =====================================================================
 :mod:`.markov_cores`                   01: validate, identify and compare the cores of Markov-chain models

@@ -82,7 +82,8 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     each ``-p`` going to the notebooks that declare it; 1 if any failed.
 
     Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
-    starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``. With ``jobs``
+    starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``; one published at a
+    larger profile is skipped and named (``force`` replaces it). With ``jobs``
     above 1, that many notebooks run at once, each on its share of the cores (:func:`run_side_by_side`); never with
     ``publish``, whose runs are timed alone on the machine.
     """
@@ -109,6 +110,14 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
               for name in names}
     for name in names:
         check_chapter(Notebook(root, name), params[name])
+    if publish and not force:        # a chapter published at a larger profile keeps it: skipped, named
+        larger = {name: record[0] for name in names
+                  if (record := published_record(root, name)) and profile_rank(record[0]) > profile_rank(profile)}
+        if larger:
+            names = [name for name in names if name not in larger]
+            print(f"run all --profile {profile} --publish: skipping "
+                  f"{', '.join(f'{name} (published at its {published} profile)' for name, published in larger.items())}"
+                  f"; --force replaces {'it' if len(larger) == 1 else 'them'}", flush=True)
     if publish:
         check_publishable(root, names, profile, force)
     out = prepare_out(out)
