@@ -69,7 +69,7 @@ class Models:
         if len(self.generalised) >= 2:
             return None
         return (f"fewer than two models reach held-out accuracy {self.generalise_at} (seeds {self.seeds}: "
-                f"{np.round(self.test_accuracy, 4).tolist()}), so the pairs compared are of models that have not "
+                f"{[round(float(a), 4) for a in self.test_accuracy]}), so the pairs compared are of models that have not "
                 "learnt the task; a longer run (epochs) decides it")
 
     def label(self, a: int, b: int) -> str:
