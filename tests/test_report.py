@@ -176,3 +176,18 @@ def test_the_readme_says_what_the_statements_file_says():
                     span = [first] if not last else [f"{first[0]}{i}" for i in range(int(first[1:]), int(last[1:]) + 1)]
                     for sid in span:
                         assert verdicts[sid][0] == verdict, (sid, verdicts[sid], sentence)
+
+
+def test_every_chapter_states_its_finding_from_its_published_claims():
+    """Each chapter's one-sentence finding is computed from its published run; 02's quotes the ω → 0 branch's growth."""
+    import json
+
+    from corekit.report import findings
+    sentences = {name: findings.finding(name, json.loads(run.metrics_path.read_text())["claims"])
+                 for name, run in RUNS.items()}
+    assert [name for name, s in sentences.items() if not s] == []
+    wd0 = next(c for c in json.loads(RUNS["02_grokking_cores"].metrics_path.read_text())["claims"]
+               if c["id"] == "necessary_rank_growth")["null"][0]["value"]
+    assert f"the ω → 0 branch's grows too ({', '.join(f'{v:.4g}' for v in wd0.values())}-fold)" in \
+        sentences["02_grokking_cores"]
+    assert findings.finding("02_grokking_cores", []) is None                  # a run without the claims: no sentence
