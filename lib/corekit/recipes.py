@@ -74,7 +74,7 @@ def train_authors(p: int, seeds: Sequence[int], epochs: int, *, d_model: int = 6
     are evaluated where the authors log (at step 0, after every logged epoch, at the end), or after every epoch with
     ``eval_every_epoch``; an evaluation changes no draw, so the trained models are the same either way. ``dtype``
     float64 trains the same initial weights (drawn in float32) in float64, the reference that shows where float32
-    rounding starts to move the run (:func:`rounding_horizon`).
+    rounding starts to move the run (:func:`corekit.chapters.entk_transformer_modular.rounding_horizon`).
     """
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")

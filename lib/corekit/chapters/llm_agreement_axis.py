@@ -621,11 +621,12 @@ def _spec(template: str, model: str | None = None, bound: Bound | None = None) -
 
 @dataclass(frozen=True)
 class Findings:
-    """What chapter 04's claims are decided on: the models in order, each model's readings (:class:`Measured`), axis,
-    last-position and from-subject sweeps (layer chosen below L), rank curves at the chosen layer and at L, margin fit,
-    nulls; the generations {(model, "sampled" | "greedy" | "authors"): Generation} from ``n_prompts`` prompts (seed
-    ``generation_seed``); the cross-model Spearman pairs and their nulls (``n_boot`` shuffles); and the authors' record,
-    their sentences and the comparisons on them (the first ``n_authors`` of each half; None: all)."""
+    """What chapter 04's claims are decided on: the models in order, each model's readings
+    (:class:`~corekit.number_axis.Measured`), axis, last-position and from-subject sweeps (layer chosen below L), rank
+    curves at the chosen layer and at L, margin fit, nulls; the generations {(model, "sampled" | "greedy" | "authors"):
+    Generation} from ``n_prompts`` prompts (seed ``generation_seed``); the cross-model Spearman pairs and their nulls
+    (``n_boot`` shuffles); and the authors' record, their sentences and the comparisons on them (the first
+    ``n_authors`` of each half; None: all)."""
 
     models: Sequence[str]
     measured: dict

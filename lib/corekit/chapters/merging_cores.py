@@ -115,7 +115,8 @@ def _device(models: Models) -> torch.device:
 def spawn_pair(models: Models, spawn_epoch: int, epochs: int, alphas: Sequence[float], *, batch_size: int, lr: float,
                weight_decay: float, betas: Sequence[float], log_every_epochs: int) -> Spawned:
     """Return the :class:`Spawned` pair: the first model that generalises, as saved after epoch ``spawn_epoch``
-    (the authors' numbering), trained on twice for the remaining epochs (:func:`continue_training`), and its path."""
+    (the authors' numbering), trained on twice for the remaining epochs (:func:`~corekit.merging.continue_training`),
+    and its path."""
     run, dev = models.run, _device(models)
     p, spe, first = run.task.p, run.steps_per_epoch, models.members[0]
     spawn_step = (spawn_epoch + 1) * spe                                        # the authors' epoch e ends at (e+1)·spe
@@ -185,8 +186,8 @@ class PathComparison:
 def compare_paths(models: Models, pairs: Pairs, alphas: Sequence[float], energy_threshold: float,
                   random_rotations: int) -> PathComparison:
     """Return the :class:`PathComparison` of ``pairs.compared``: each pair aligned by every construction of
-    :data:`ALIGNMENTS` (:func:`alignments`; cores of rank the larger of the two energy ranks at ``energy_threshold``,
-    ``random_rotations`` random rotations), each path evaluated on the held-out pairs."""
+    :data:`~corekit.merging.ALIGNMENTS` (:func:`~corekit.merging.alignments`; cores of rank the larger of the two
+    energy ranks at ``energy_threshold``, ``random_rotations`` random rotations), each path evaluated on the held-out pairs."""
     run, dev = models.run, _device(models)
     config, p, tokens = run.model.config, run.task.p, run.tokens.to(dev)
     labels, test_idx = run.task.labels.to(dev), run.task.test_idx.to(dev)
@@ -252,7 +253,7 @@ def stitch_models(models: Models, energy_threshold: float) -> Stitching:
     """Return the :class:`Stitching` of every ordered pair of models that generalise: A's stream before the MLP
     carried into B's through their cores at the cut (rank r the larger of the two energy ranks at
     ``energy_threshold``), their top r principal components, random subspaces of rank r and the whole stream
-    (:func:`stitch_accuracy`, the map fitted on the training pairs)."""
+    (:func:`~corekit.merging.stitch_accuracy`, the map fitted on the training pairs)."""
     run, dev = models.run, _device(models)
     config, p, tokens = run.model.config, run.task.p, run.tokens.to(dev)
     labels, train_idx, test_idx = (t.to(dev) for t in (run.task.labels, run.task.train_idx, run.task.test_idx))
@@ -358,7 +359,7 @@ _SPEC = declared(CLAIMS)
 
 @dataclass(frozen=True)
 class Findings:
-    """What the claims need: ``barriers`` {alignment of :data:`ALIGNMENTS`: {pair name: barrier}} over every pair
+    """What the claims need: ``barriers`` {alignment of :data:`~corekit.merging.ALIGNMENTS`: {pair name: barrier}} over every pair
     compared, the names of the pairs sharing their key set (``same_pairs``) and of the contrast pairs, the pair that
     shares its history (its barrier, its continuations' lower held-out accuracy, its parent's seed and fork epoch),
     ``stitch`` :meth:`Stitching.shares`, the ordered pairs sharing their key set (``same_ordered``), the key-set gap

@@ -83,7 +83,7 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
 
     Every notebook's parameters (and, with ``publish``, published runs) are checked before the first one
     starts. With ``publish``, each notebook that succeeds replaces its published run in ``results/``; one published at a
-    larger profile is skipped and named (``force`` replaces it). With ``jobs``
+    larger profile is skipped and named (``force`` replaces it), unless every notebook is, which is refused. With ``jobs``
     above 1, that many notebooks run at once, each on its share of the cores (:func:`run_side_by_side`); never with
     ``publish``, whose runs are timed alone on the machine.
     """
@@ -113,7 +113,7 @@ def run_all(root: Path, profile: str, overrides: dict, out: Path, cell_timeout: 
     if publish and not force:        # a chapter published at a larger profile keeps it: skipped, named
         larger = {name: record[0] for name in names
                   if (record := published_record(root, name)) and profile_rank(record[0]) > profile_rank(profile)}
-        if larger:
+        if larger and len(larger) < len(names):          # with nothing left to publish, refused below as one run is
             names = [name for name in names if name not in larger]
             print(f"run all --profile {profile} --publish: skipping "
                   f"{', '.join(f'{name} (published at its {published} profile)' for name, published in larger.items())}"
