@@ -421,9 +421,7 @@ def axis_span(q_axis: Tensor, h: Tensor, entk_scores: Tensor, pca_scores: Tensor
 
 
 # --------------------------------------------------------------------------------------------
-# The chapter's steps on chapter 06's and chapter 04's machinery (the notebook imports this module alone)
-
-
+# The chapter's steps on chapter 06's and chapter 04's models (their training, kernels and axis from the wings)
 
 
 def gram_gap(h: Tensor, eigs: list[dict[str, Eigenpairs]], n_outputs: int, readout: str = "W_U") -> float:

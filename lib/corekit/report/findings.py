@@ -37,7 +37,7 @@ def grokking(c: dict[str, dict]) -> str:
     return (f"The core at grokking is compact (energy rank {joined(rank)} over the seeds, the paper ≈ 15) and its "
             f"necessary rank then grows {joined(growth)}-fold (the paper ≈ 4)"
             + (f", but the ω → 0 branch's grows too ({joined(wd0)}-fold)" if isinstance(wd0, dict) else "")
-            + f"; the sufficient rank grows {joined(sufficient)}-fold where the paper says it stays flat.")
+            + f"; its sufficient rank changes {joined(sufficient)}-fold (the paper: it stays flat).")
 
 
 def scaling(c: dict[str, dict]) -> str:
