@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/train-shards.py 03_grokking_scaling_law --profile paper --list
     .venv/bin/python scripts/train-shards.py 03_grokking_scaling_law --profile paper [--only 31 43] [--threads 2]
+    .venv/bin/python scripts/train-shards.py 03_grokking_scaling_law --profile paper --shard p53_b512_d8e98ce8750f
     .venv/bin/python scripts/train-shards.py 02_grokking_cores --profile paper [--only 0] [--threads 2]
 
 03's shards are its moduli (and the ω sweep's weight decays), 02's its seeds (both branches of a seed, trained and
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebook", choices=CHAPTERS)
     ap.add_argument("--profile", required=True, choices=("cpu", "paper"))
     ap.add_argument("--only", type=int, nargs="+", metavar="N", help="only the shards of these moduli (03) or seeds (02)")
+    ap.add_argument("--shard", nargs="+", metavar="NAME", help="only the 03 shards of these names (as --list prints them)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--list", action="store_true", help="list the shards and whether each has its record")
     args = ap.parse_args(argv)
@@ -51,15 +53,18 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(f"--threads must be a positive integer, got {args.threads}")
         torch.set_num_threads(args.threads)
     if args.notebook == "02_grokking_cores":
+        if args.shard:
+            sys.exit("--shard names 03's shards; choose 02's seeds with --only")
         return seeds_02(params, args.only, args.list)
     plan = chapter03.sweep_plan(params)
     programs = plan.programs(params["max_models_per_shard"] or None)
     todo = []
     for specs, settings in programs:
         done = chapter03.read_records([specs], settings, params["shard_records"])
-        wanted = args.only is None or specs[0].p in args.only
+        name = chapter03.shard_name(specs, settings)
+        wanted = (args.only is None or specs[0].p in args.only) and (args.shard is None or name in args.shard)
         print(f"{'done' if done else 'to do' if wanted else 'skipped'}: {chapter03.shard_label(specs)} "
-              f"({chapter03.shard_name(specs, settings)})", flush=True)
+              f"({name})", flush=True)
         if not done and wanted:
             todo.append((specs, settings))
     if args.list:
