@@ -96,8 +96,6 @@ def test_bad_input(tiny):
     lm, ids = tiny
     with pytest.raises(ValueError, match="layer must be an integer in \\[1, 3\\]"):
         entk.ResidualStreamNTK(lm, ids, 4)
-    with pytest.raises(ValueError, match="module must be one of"):
-        entk.ResidualStreamNTK(lm, ids, 1, module="self_attn.q_proj")
     with pytest.raises(ValueError, match="input_ids must be"):
         entk.ResidualStreamNTK(lm, ids[0], 1)
     with pytest.raises(ValueError, match="soft-caps its logits"):

@@ -305,11 +305,12 @@ def test_a_value_the_table_rounds_to_a_whole_number_is_still_compared_to_four_di
 
 
 def nudged(value):
-    """Return ``value`` with every number in it moved by 1 % (plus 0.01, so that 0 moves too)."""
+    """Return ``value`` with every number in it moved away from zero by 1 % plus 0.01 (so that 0 moves too, and −1 is
+    not moved back onto itself)."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, (int, float)):
-        return value * 1.01 + 0.01
+        return value * 1.01 + (0.01 if value >= 0 else -0.01)
     if isinstance(value, dict):
         return {k: nudged(v) for k, v in value.items()}
     return [nudged(v) for v in value] if isinstance(value, list) else value

@@ -28,6 +28,7 @@ from corekit.lm import (
     Prefix,
     ablations,
     encode,
+    final_norm,
     last_token,
     n_offsets,
     position_means,
@@ -95,14 +96,6 @@ class Axis:
 #: Where the last layer's axis comes from: the last block's output (where every edit acts), or the final norm's
 #: output (the authors' ``hidden_states[L]``), then applied to the block's output as their hook does.
 LAST_LAYER_RECIPES = ("block_output", "post_norm")
-
-
-def final_norm(lm: LM) -> torch.nn.Module:
-    """Return the model's final norm (the module between the last block and the unembedding)."""
-    norm = getattr(lm.model.base_model, "norm", None)
-    if norm is None:
-        raise ValueError(f"{lm.name}: found no final norm at model.base_model.norm, which the post_norm recipe needs")
-    return norm
 
 
 def post_norm_readings(m: Measured, h: Tensor, grad: bool) -> tuple[Tensor, Tensor | None]:

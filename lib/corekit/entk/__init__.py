@@ -22,11 +22,11 @@ from corekit.entk.exact import MODES, contract, flatten, jacobian_kernels, jacob
 from corekit.entk.functional import FunctionalModel, LinearSite, Params, functional_mlp, functional_transformer
 from corekit.entk.matvec import kernel_matvec
 from corekit.entk.parameters import parameter_eigenpairs, parameter_group_eigenpairs, unembedding_alignment
-from corekit.entk.residual import LM_MODULES, ResidualStreamNTK, eigenvector_scores, psd_sqrt, unembedding_gram
+from corekit.entk.residual import ResidualStreamNTK, eigenvector_scores, psd_sqrt, unembedding_gram
 from corekit.entk.strategies import STRATEGIES, kernel
 
 __all__ = ["Eigenpairs", "cliff_edges", "dense_eigenpairs", "group_eigenpairs", "lanczos", "top_eigenpairs", "MODES",
            "contract", "flatten", "jacobian_kernels", "jacobians", "kernels", "total", "FunctionalModel",
            "LinearSite", "Params", "functional_mlp", "functional_transformer", "kernel_matvec", "parameter_eigenpairs",
-           "parameter_group_eigenpairs", "unembedding_alignment", "LM_MODULES",
+           "parameter_group_eigenpairs", "unembedding_alignment",
            "ResidualStreamNTK", "eigenvector_scores", "psd_sqrt", "unembedding_gram", "STRATEGIES", "kernel"]

@@ -9,12 +9,9 @@ from torch import Tensor
 from torch.func import jvp, vjp, vmap
 
 from corekit.lm import gemma3
+from corekit.lm.layout import final_norm, layout_of, mlp_out
 from corekit.lm.model import block_hidden
 from corekit.lm.stream import forward
-
-#: Modules of a decoder block whose parameters the language-model operator differentiates.
-LM_MODULES = ("mlp.down_proj",)
-
 
 _GRAMS: dict[tuple, Tensor] = {}
 
@@ -65,12 +62,13 @@ def eigenvector_scores(vectors: Tensor, n_examples: int) -> Tensor:
 @dataclass
 class _LMChunk:
     """One chunk of examples, cached up to the module: its inputs x (n, T, d_in), outputs y (n, T, d),
-    the residual h_mid (n, T, d) the module's branch is added to, and every downstream block's kwargs."""
+    the residual h_mid (n, T, d) the module's branch is added to, and every downstream block's other arguments."""
 
     rows: Tensor
     x: Tensor
     y: Tensor
     h_mid: Tensor
+    args: list[tuple]
     kwargs: list[dict]
 
 
@@ -78,8 +76,10 @@ class ResidualStreamNTK:
     """The eNTK of one module's parameters as the operator K̃ = S^{1/2} K_r S^{1/2} on R^{N·d} (a causal LM).
 
     K_r = J_r J_rᵀ with J_r the Jacobian of the final *normed* last-token states (N, d) with respect
-    to ``module`` of decoder block ``layer`` (1-indexed: block ``layer`` writes the residual stream
-    ``layer`` of :mod:`corekit.lm`), and S = (UᵀU) ⊗ I_N with U (V, d) the unembedding, so K̃ has
+    to the MLP output projection of decoder block ``layer`` (1-indexed: block ``layer`` writes the
+    residual stream ``layer`` of :mod:`corekit.lm`; the module's name comes from the model's family,
+    :mod:`corekit.lm.layout`: ``mlp.down_proj``, GPT-2's ``mlp.c_proj``, GPT-NeoX's ``mlp.dense_4h_to_h``), and
+    S = (UᵀU) ⊗ I_N with U (V, d) the unembedding, so K̃ has
     the nonzero spectrum of the full output eNTK (N·V × N·V) without any vocabulary-sized Jacobian.
     The eigenvectors of K̃ relate to the full kernel's by the isometry S^{-1/2}Uᵀ on each example's
     block. Models with a final logit soft-cap are refused (their logits are not linear in the state).
@@ -92,14 +92,9 @@ class ResidualStreamNTK:
     (N, T) must share one length (no padding); load the model with eager attention.
     """
 
-    def __init__(self, lm, input_ids: Tensor, layer: int, module: str = "mlp.down_proj", chunk_size: int = 64,
-                 vector_chunk: int = 8, cache: bool = True):
-        if module not in LM_MODULES:
-            raise ValueError(f"module must be one of {LM_MODULES}, got {module!r}")
-        L = lm.n_layers
-        if not isinstance(layer, int) or isinstance(layer, bool) or not 1 <= layer <= L:
-            raise ValueError(f"layer must be an integer in [1, {L}] (the decoder block whose {module} is "
-                             f"differentiated), got {layer!r}")
+    def __init__(self, lm, input_ids: Tensor, layer: int, chunk_size: int = 64, vector_chunk: int = 8,
+                 cache: bool = True):
+        self.linear = mlp_out(lm, layer)
         if input_ids.dim() != 2 or input_ids.shape[1] < 2:
             raise ValueError(f"input_ids must be (N, T) token ids with T >= 2, got shape {tuple(input_ids.shape)}")
         if chunk_size < 1 or vector_chunk < 1:
@@ -108,12 +103,11 @@ class ResidualStreamNTK:
         if softcap is not None:
             raise ValueError(f"{lm.name} soft-caps its logits (final_logit_softcapping={softcap}): the residual-stream "
                              "operator needs logits linear in the normed state")
-        self.lm, self.layer, self.module = lm, layer, module
+        self.lm, self.layer, self.module = lm, layer, layout_of(lm).mlp_out
         self.block = lm.blocks[layer - 1]
-        self.linear = self.block.get_submodule(module)
         self.branch_norm = gemma3.mlp_branch_norm(self.block)
         self.downstream = list(lm.blocks[layer:])
-        self.norm = lm.model.base_model.norm
+        self.norm = final_norm(lm)
         self.vector_chunk = vector_chunk
         self.N, self.d = int(input_ids.shape[0]), lm.d_model
         self.n = self.N * self.d
@@ -124,10 +118,10 @@ class ResidualStreamNTK:
             _fill_caches([self], input_ids, chunk_size)
 
     @classmethod
-    def for_layers(cls, lm, input_ids: Tensor, layers: Sequence[int], module: str = "mlp.down_proj",
-                   chunk_size: int = 64, vector_chunk: int = 8) -> dict[int, "ResidualStreamNTK"]:
+    def for_layers(cls, lm, input_ids: Tensor, layers: Sequence[int], chunk_size: int = 64,
+                   vector_chunk: int = 8) -> dict[int, "ResidualStreamNTK"]:
         """Return {layer: operator} for several layers, their caches filled by one shared forward pass per chunk."""
-        ops = {l: cls(lm, input_ids, l, module, chunk_size, vector_chunk, cache=False) for l in layers}
+        ops = {l: cls(lm, input_ids, l, chunk_size, vector_chunk, cache=False) for l in layers}
         _fill_caches(list(ops.values()), input_ids, chunk_size)
         return ops
 
@@ -144,6 +138,7 @@ class ResidualStreamNTK:
     def _hooks(self, got: dict) -> list:
         """Return forward hooks that record this operator's cache of one forward pass into ``got``."""
         got["kwargs"] = [None] * len(self.downstream)
+        got["args"] = [()] * len(self.downstream)
 
         def at_linear(module, args, out):
             got["x"], got["y"] = args[0].detach(), out.detach()
@@ -152,7 +147,8 @@ class ResidualStreamNTK:
             got["out"] = block_hidden(out).detach()
 
         def at_downstream(j):
-            def hook(module, args, kwargs):
+            def hook(module, args, kwargs):   # GPT-2 passes its mask positionally (after the cache, None here)
+                got["args"][j] = tuple(args[1:])
                 got["kwargs"][j] = {k: v for k, v in kwargs.items()
                                     if k in ("attention_mask", "position_embeddings", "position_ids")}
             return hook
@@ -163,7 +159,7 @@ class ResidualStreamNTK:
     def _chunk(self, got: dict, rows: Tensor) -> _LMChunk:
         """Return the cached chunk of rows from what :meth:`_hooks` recorded."""
         h_mid = got["out"] - self._branch(got["y"])
-        return _LMChunk(rows.to(self.lm.device), got["x"], got["y"], h_mid, got["kwargs"])
+        return _LMChunk(rows.to(self.lm.device), got["x"], got["y"], h_mid, got["args"], got["kwargs"])
 
     def _branch(self, y: Tensor) -> Tensor:
         """Return what the module's output y adds to the residual stream (Gemma normalises it first)."""
@@ -173,10 +169,10 @@ class ResidualStreamNTK:
         """Return y (n, T, d) ↦ the final normed last-token states (n, d), running only the blocks after the module."""
         def fn(y: Tensor) -> Tensor:
             h = chunk.h_mid + self._branch(y)
-            for j, (block, kwargs) in enumerate(zip(self.downstream, chunk.kwargs)):
+            for j, (block, args, kwargs) in enumerate(zip(self.downstream, chunk.args, chunk.kwargs)):
                 if j == len(self.downstream) - 1 and gemma3.is_gemma3_block(block):
                     return self.norm(gemma3.last_position_output(block, h, kwargs))
-                h = block_hidden(block(h, **kwargs))
+                h = block_hidden(block(h, *args, **kwargs))
             return self.norm(h[:, -1])
         return fn
 
@@ -192,9 +188,10 @@ class ResidualStreamNTK:
         W = self.linear.weight
         V = V.to(W.dtype)
         out = torch.empty_like(V)
+        d_out, d_in = self.chunks[0].y.shape[-1], self.chunks[0].x.shape[-1]   # GPT-2's Conv1D stores W as (d_in, d_out)
         for s in range(0, V.shape[0], self.vector_chunk):
             Vs = V[s:s + self.vector_chunk]
-            grad = torch.zeros(Vs.shape[0], *W.shape, dtype=W.dtype, device=W.device)     # (b, d_out, d_in)
+            grad = torch.zeros(Vs.shape[0], d_out, d_in, dtype=W.dtype, device=W.device)     # (b, d_out, d_in)
             for c in self.chunks:
                 _, vjp_fn = vjp(self._tail(c), c.y)
                 (G,) = vmap(vjp_fn)(Vs[:, c.rows])                                          # (b, n, T, d_out)

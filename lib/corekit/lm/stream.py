@@ -1,4 +1,5 @@
-"""The residual stream of a causal LM: read and write hooks, forward passes, and a scalar readout of the last token.
+"""The residual stream of a causal LM: read and write hooks, forward passes, readouts of the last token, the rest of
+the network from a layer.
 
 Reading and writing always happen at the same place, before the final norm (a core extracted
 after the norm and applied before it is a known pitfall). :func:`prefix` runs every prompt token but
@@ -7,6 +8,16 @@ which is all an intervention at the last position needs (earlier positions canno
 
 A *readout* maps the final normed hidden states (..., D) to one number each (...): the task passes
 it in (e.g. :func:`corekit.tasks.agreement.margin_head`).
+
+:func:`from_layer` holds a batch's context fixed and maps the residual at one layer and one position
+to the final normed state there, differentiably, running only the blocks after that layer;
+:func:`logit_readout` maps final normed states to the logits of K tokens. Composed, they are the
+function ACE's observability differentiates (the paper's K-logit readout), for any family
+:mod:`corekit.lm.layout` knows::
+
+    f = from_layer(lm, batch, 12)                         # (B, D) ↦ (B, D)
+    readout = logit_readout(lm, [" is", " are"])          # (..., D) ↦ (..., K)
+    obs = ace.observability(lambda x: readout(f(x[0]))[None], h[None])   # [None]: ACE's leading model axis
 """
 from __future__ import annotations
 
@@ -20,7 +31,7 @@ import torch
 from torch import Tensor
 
 from corekit.lm.batch import Batch
-from corekit.lm.model import LM, block_hidden, replace_hidden, widen
+from corekit.lm.model import LM, block_hidden, final_logit_softcap, replace_hidden, widen
 
 Readout = Callable[[Tensor], Tensor]
 
@@ -320,3 +331,71 @@ def last_token(pre: Prefix, readout: Readout, layer: int | None = None, edit: Ca
     cat = lambda xs: torch.cat(xs, dim=1)[:, inverse.to(xs[0].device)] if xs else None  # noqa: E731
     return LastToken(torch.cat(out_m)[inverse], cat(out_h), cat(out_g))
 
+
+def from_layer(lm: LM, batch: Batch, layer: int, position: int = -1) -> Callable[[Tensor], Tensor]:
+    """Return h (B, D) ↦ the final normed states (B, D) at ``position`` when h is the residual at ``layer`` there.
+
+    The positions before it keep the batch's own states (their key / value cache, computed once, here;
+    later positions cannot influence this one); only the blocks after ``layer`` run at ``position``,
+    so the function is differentiable by ``torch.autograd`` and ``torch.func`` alike. ``position``
+    indexes the left-padded batch (−1: every prompt's last token); the function takes the whole batch
+    at once (row b is prompt b).
+    """
+    lm.check_layer(layer)
+    T = batch.input_ids.shape[1]
+    if not isinstance(position, int) or isinstance(position, bool) or not -T <= position < T:
+        raise ValueError(f"position must be an integer in [{-T}, {T - 1}] (the batch has {T} positions), got {position!r}")
+    t = position % T
+    if bool((batch.attention_mask[:, t] == 0).any()):
+        raise ValueError(f"position {position} is padding in some prompts of the batch (left-padded to {T} tokens)")
+    cache = None
+    if t > 0:
+        with torch.no_grad():
+            _, cache = forward(lm, batch.input_ids[:, :t], batch.attention_mask[:, :t], batch.position_ids[:, :t],
+                               use_cache=True)
+    _returns_tuple(lm)  # probe (one tiny forward pass) before any hook is installed
+    ids, mask, pos = batch.input_ids[:, t:t + 1], batch.attention_mask[:, :t + 1], batch.position_ids[:, t:t + 1]
+    B, D = len(batch), lm.d_model
+
+    def fn(h: Tensor) -> Tensor:
+        if h.shape != (B, D):
+            raise ValueError(f"h must be ({B}, {D}): one residual per prompt of the batch, got {tuple(h.shape)}")
+        start = h[:, None].to(lm.model.dtype)                                                  # (B, 1, D)
+        hooks = residual_hooks(lm, write={0: lambda _: start}) if layer == 0 else contextlib.nullcontext()
+        with hooks, _start_at(lm, layer, start):
+            hidden, _ = forward(lm, ids, mask, pos, cache=copy.deepcopy(cache), use_cache=cache is not None)
+        return hidden[:, -1]
+    return fn
+
+
+def logit_readout(lm: LM, tokens: Sequence[int | str]) -> Callable[[Tensor], Tensor]:
+    """Return x (..., D) ↦ the logits (..., K) of ``tokens`` (K ids, or K strings that are one token each).
+
+    The rows of the unembedding (its bias, if any), through the final-logit soft-cap of models that have one.
+    """
+    if len(tokens) == 0:
+        raise ValueError("tokens must name at least one token")
+    ids = [_token_id(lm, token) for token in tokens]
+    head = lm.model.get_output_embeddings()
+    W = head.weight[ids]                                                                     # (K, D)
+    b = None if getattr(head, "bias", None) is None else head.bias[ids]
+
+    def readout(x: Tensor) -> Tensor:
+        logits = x.to(W.dtype) @ W.T if b is None else x.to(W.dtype) @ W.T + b
+        return final_logit_softcap(lm, logits)
+    return readout
+
+
+def _token_id(lm: LM, token: int | str) -> int:
+    """Return the vocabulary id of ``token`` (an id, or a string the tokenizer encodes as exactly one token)."""
+    V = lm.model.get_output_embeddings().weight.shape[0]
+    if isinstance(token, int) and not isinstance(token, bool):
+        if not 0 <= token < V:
+            raise ValueError(f"token id {token} is outside {lm.name}'s vocabulary [0, {V})")
+        return token
+    if not isinstance(token, str):
+        raise ValueError(f"tokens must be ids or strings, got {token!r}")
+    ids = lm.tokenizer(token, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise ValueError(f"{token!r} is {len(ids)} tokens for {lm.name}'s tokenizer, not one; pass its id instead")
+    return int(ids[0])
