@@ -41,13 +41,17 @@ def grokking(c: dict[str, dict]) -> str:
 
 
 def scaling(c: dict[str, dict]) -> str:
-    """03: τ falls faster than 1/p because memorisation slows."""
+    """03: the exponents of τ in ω and p against the paper's −1, and how memorisation moves with p."""
     times = c["times_per_modulus"]["measured"]
     first, last = next(iter(times)), list(times)[-1]
-    return (f"Grokking's delay shrinks faster than 1/p (exponent {_n(c['p_exponent']['measured'])} over the larger "
-            f"moduli) because memorisation slows as p grows: from {first} to {last} the training set is fitted at "
-            f"step {times[first][0]} → {times[last][0]} while the test set is at step {times[first][1]} → "
-            f"{times[last][1]}.")
+    said = {"pass": "as the paper says", "uninformative": "as the paper says, but so does its null",
+            "fail": "not as the paper says"}
+    omega, p_exp = c["omega_exponent"], c["p_exponent"]
+    return (f"Grokking's delay scales as ω^{_n(omega['measured'])} (the paper: −1.02; "
+            f"{said.get(omega['verdict'], omega['verdict'])}) and as p^{_n(p_exp['measured'])} over the larger moduli "
+            f"(the paper: −1; {said.get(p_exp['verdict'], p_exp['verdict'])}); from {first} to {last} the training "
+            f"set is fitted at step {times[first][0]} → {times[last][0]} while the test set "
+            f"is at step {times[first][1]} → {times[last][1]}.")
 
 
 def agreement(c: dict[str, dict]) -> str:
